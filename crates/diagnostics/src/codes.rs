@@ -20,8 +20,12 @@ pub const ALL: &[(&str, &str)] = &[
     (E0205, "declared result type differs from the inferred type"),
     (E0206, "returned values do not match the function signature"),
     (E0207, "function defined twice"),
-    (E0208, "generic form operand types differ from the operands' types"),
+    (
+        E0208,
+        "generic form operand types differ from the operands' types",
+    ),
     (E0209, "reference to an unknown function"),
+    (E0210, "expected a tensor value, found a tuple"),
     // E03xx: the `ew` dialect.
     (E0301, "operand shapes cannot be broadcast together"),
     (E0302, "operand element types differ"),
@@ -62,8 +66,9 @@ macro_rules! codes {
 
 codes!(
     E0100, E0101, E0102, E0103, E0104, E0105, E0200, E0201, E0202, E0203, E0204, E0205, E0206,
-    E0207, E0208, E0209, E0301, E0302, E0303, E0304, E0305, E0401, E0402, E0403, E0404, E0405,
-    E0406, E0407, E0408, E0409, E0410, E0501, E0502, E0503, E0601, E0602, E0603, E0604, E0605,
+    E0207, E0208, E0209, E0210, E0301, E0302, E0303, E0304, E0305, E0401, E0402, E0403, E0404,
+    E0405, E0406, E0407, E0408, E0409, E0410, E0501, E0502, E0503, E0601, E0602, E0603, E0604,
+    E0605,
 );
 
 /// The summary of a code, if it exists.

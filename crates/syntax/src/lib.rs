@@ -61,11 +61,9 @@ fn convert(e: ParseError<usize, Tok<'_>, LexError>, src: &str) -> Diag {
         ParseError::ExtraToken { token: (l, t, r) } => {
             Diag::error(codes::E0101, format!("unexpected {t}"), Span::new(l, r))
         }
-        ParseError::User { error } => Diag::error(
-            error.code,
-            error.message,
-            Span::new(error.start, error.end),
-        ),
+        ParseError::User { error } => {
+            Diag::error(error.code, error.message, Span::new(error.start, error.end))
+        }
     }
 }
 
@@ -124,13 +122,22 @@ func @f(%a: tensor<8x4xf32>, %b: tensor<8x4xf32, @m: part(0)>) -> tensor<8x4xf32
     fn eof_and_literals() {
         let (_, d) = parse("func @f(");
         assert_eq!(d[0].code, codes::E0102);
-        let (_, d) = parse("func @f() { %0 = tensor.full<99999999999999999999> : tensor<f32> return }");
+        let (_, d) =
+            parse("func @f() { %0 = tensor.full<99999999999999999999> : tensor<f32> return }");
         assert!(d.iter().any(|d| d.code == codes::E0103), "{d:?}");
     }
 
     #[test]
     fn float_printing_round_trips() {
-        for v in [1.0, -2.5, 1e-6, 1e300, f64::INFINITY, f64::NEG_INFINITY, 0.1] {
+        for v in [
+            1.0,
+            -2.5,
+            1e-6,
+            1e300,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.1,
+        ] {
             let s = literal::format_float(v);
             let back = literal::float(&s, 0, 0).unwrap_or(f64::NAN);
             assert_eq!(back.to_bits(), v.to_bits(), "{s}");
