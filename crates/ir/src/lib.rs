@@ -38,5 +38,6 @@ pub fn parse_and_verify(src: &str, registry: &Registry) -> (Module, Vec<Diag>) {
     // Verification of ops that failed to build would only repeat errors;
     // functions that built cleanly are still verified.
     diags.extend(verify::verify(&m, registry));
+    diags.sort_by_key(|d| d.span.start);
     (m, diags)
 }

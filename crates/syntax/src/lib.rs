@@ -35,8 +35,15 @@ pub fn parse(src: &str) -> (ast::Module, Vec<Diag>) {
             ast::Module::default()
         }
     };
-    // Recovery can report the same position twice; keep the first.
-    diags.dedup_by(|a, b| a.span == b.span && a.code == b.code);
+    // Recovery resumes mid-line and can report follow-on errors on the line
+    // of the first one; keep only the first error of each line.
+    let mut last_line = 0;
+    diags.retain(|d| {
+        let line = efir_diagnostics::line_of(src, d.span.start as usize);
+        let keep = line != last_line;
+        last_line = line;
+        keep
+    });
     (module, diags)
 }
 

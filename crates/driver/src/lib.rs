@@ -1,0 +1,74 @@
+//! The machinery shared by efir's tools: splitting a file into cases
+//! ([`split`]), checking `// expected-error` comments
+//! ([`expected`]), and running a parse -> verify -> passes -> print job on
+//! one case ([`run_case`]).
+
+pub mod expected;
+pub mod split;
+
+use efir_diagnostics::Diag;
+use efir_ir::pass::{PassManager, PassOptions};
+use efir_ir::{parse_and_verify, print_module, PrintOptions, Registry};
+use serde_json::Value;
+
+/// One pass flag from the command line: `--name[=options]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PassFlag {
+    /// The pass name.
+    pub name: String,
+    /// Its options text (after `=`).
+    pub options: String,
+}
+
+/// Build a pass manager from flags, or explain which flag is wrong.
+pub fn build_pipeline(flags: &[PassFlag]) -> Result<PassManager, String> {
+    let mut pm = PassManager::new();
+    for f in flags {
+        let info =
+            efir_registry::pass(&f.name).ok_or_else(|| format!("unknown pass `--{}`", f.name))?;
+        let opts = PassOptions::parse(&f.options).map_err(|e| format!("--{}: {e}", f.name))?;
+        pm.add((info.create)(&opts).map_err(|e| format!("--{}: {e}", f.name))?);
+    }
+    Ok(pm)
+}
+
+/// The result of running one case.
+pub struct CaseOutput {
+    /// The printed module, if the case got that far.
+    pub text: Option<String>,
+    /// Diagnostics, with spans relative to the case's text.
+    pub diags: Vec<Diag>,
+    /// One stats object per pass run.
+    pub stats: Vec<Value>,
+}
+
+/// Parse, verify, run the pipeline and print one case.
+pub fn run_case(
+    src: &str,
+    registry: &Registry,
+    flags: &[PassFlag],
+    print: PrintOptions,
+) -> Result<CaseOutput, String> {
+    let mut pm = build_pipeline(flags)?;
+    let (mut m, diags) = parse_and_verify(src, registry);
+    if !diags.is_empty() {
+        return Ok(CaseOutput {
+            text: None,
+            diags,
+            stats: Vec::new(),
+        });
+    }
+    let (stats, res) = pm.run(&mut m, registry);
+    match res {
+        Err(diags) => Ok(CaseOutput {
+            text: None,
+            diags,
+            stats,
+        }),
+        Ok(()) => Ok(CaseOutput {
+            text: Some(print_module(&m, registry, print)),
+            diags: Vec::new(),
+            stats,
+        }),
+    }
+}

@@ -1,0 +1,231 @@
+//! `--canonicalize`: folds pointwise ops and views over splat constants
+//! (`tensor.full`), removes common subexpressions, and removes dead values,
+//! repeated until nothing changes.
+//!
+//! Folding evaluates in f64 and rounds to the result's element type (f16
+//! and bf16 through the `half` crate); integer results that would overflow
+//! or are not finite are left alone.
+
+use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
+use efir_ir::{Attr, AxisState, DType, Func, Module, Op, Type, ValueId};
+use indexmap::IndexMap;
+use serde_json::json;
+use std::collections::HashMap;
+
+/// Registration of `--canonicalize`.
+pub const INFO: PassInfo = PassInfo {
+    name: "canonicalize",
+    summary: "Fold constants, eliminate common subexpressions and dead values",
+    options: &[
+        ("fold", "fold ops over splat constants (default true)"),
+        ("cse", "eliminate common subexpressions (default true)"),
+        ("dce", "remove values that are never used (default true)"),
+    ],
+    create: |o| {
+        o.check_known("canonicalize", &["fold", "cse", "dce"])?;
+        Ok(Box::new(Canonicalize {
+            fold: o.get_bool("fold", true)?,
+            cse: o.get_bool("cse", true)?,
+            dce: o.get_bool("dce", true)?,
+        }))
+    },
+};
+
+/// The pass.
+pub struct Canonicalize {
+    fold: bool,
+    cse: bool,
+    dce: bool,
+}
+
+impl Canonicalize {
+    /// With every part enabled.
+    pub fn new() -> Canonicalize {
+        Canonicalize {
+            fold: true,
+            cse: true,
+            dce: true,
+        }
+    }
+
+    /// From options.
+    pub fn from_options(o: &PassOptions) -> Result<Box<dyn Pass>, String> {
+        (INFO.create)(o)
+    }
+}
+
+impl Default for Canonicalize {
+    fn default() -> Self {
+        Canonicalize::new()
+    }
+}
+
+impl Pass for Canonicalize {
+    fn name(&self) -> &'static str {
+        "canonicalize"
+    }
+
+    fn run(&mut self, m: &mut Module, cx: &mut PassContext<'_>) -> Result<(), PassFailed> {
+        let (mut folded, mut cse, mut dead, mut rounds) = (0, 0, 0, 0);
+        for f in &mut m.funcs {
+            loop {
+                rounds += 1;
+                let mut changed = 0;
+                if self.fold {
+                    let n = fold_constants(f, cx.registry);
+                    folded += n;
+                    changed += n;
+                }
+                if self.cse {
+                    let n = eliminate_common(f);
+                    cse += n;
+                    changed += n;
+                }
+                if self.dce {
+                    let n = eliminate_dead(f);
+                    dead += n;
+                    changed += n;
+                }
+                if changed == 0 {
+                    break;
+                }
+            }
+        }
+        cx.stats.insert("folded".into(), json!(folded));
+        cx.stats.insert("cse_removed".into(), json!(cse));
+        cx.stats.insert("dead_removed".into(), json!(dead));
+        cx.stats.insert("rounds".into(), json!(rounds));
+        Ok(())
+    }
+}
+
+/// Round `v` to what `dt` can hold, or `None` if it cannot hold it.
+pub fn round_to(v: f64, dt: DType) -> Option<Attr> {
+    match dt {
+        DType::F64 => Some(Attr::Float(v)),
+        DType::F32 => Some(Attr::Float(v as f32 as f64)),
+        DType::F16 => Some(Attr::Float(half::f16::from_f64(v).to_f64())),
+        DType::BF16 => Some(Attr::Float(half::bf16::from_f64(v).to_f64())),
+        DType::I1 => v.is_finite().then(|| Attr::Int((v != 0.0) as i64)),
+        DType::I32 => (v.is_finite() && v.fract() == 0.0 && v.abs() <= i32::MAX as f64)
+            .then_some(Attr::Int(v as i64)),
+        DType::I64 => (v.is_finite() && v.fract() == 0.0 && v.abs() < (1u64 << 53) as f64)
+            .then_some(Attr::Int(v as i64)),
+    }
+}
+
+fn splat_values(f: &Func) -> HashMap<ValueId, f64> {
+    f.ops
+        .iter()
+        .filter(|op| op.name == "tensor.full")
+        .filter_map(|op| Some((op.result, op.attrs.get("value")?.as_f64()?)))
+        .collect()
+}
+
+fn full_op(like: &Op, value: Attr) -> Op {
+    let mut attrs = IndexMap::new();
+    attrs.insert("value".to_string(), value);
+    Op {
+        name: "tensor.full".into(),
+        operands: Vec::new(),
+        attrs,
+        result: like.result,
+        span: like.span,
+        operand_spans: Vec::new(),
+        attr_spans: IndexMap::new(),
+    }
+}
+
+fn fold_constants(f: &mut Func, registry: &efir_ir::Registry) -> usize {
+    let mut n = 0;
+    for i in 0..f.ops.len() {
+        let splats = splat_values(f);
+        let op = &f.ops[i];
+        if op.operands.is_empty() {
+            continue;
+        }
+        let Some(args) = op
+            .operands
+            .iter()
+            .map(|v| splats.get(v).copied())
+            .collect::<Option<Vec<f64>>>()
+        else {
+            continue;
+        };
+        let Type::Tensor(rt) = f.ty(op.result) else {
+            continue;
+        };
+        if rt
+            .state
+            .values()
+            .any(|s| matches!(s, AxisState::Partial(_)))
+        {
+            continue;
+        }
+        let value = match op.name.as_str() {
+            "tensor.broadcast" | "tensor.reshape" | "tensor.transpose" => Some(args[0]),
+            _ => registry
+                .op(&op.name)
+                .and_then(|d| d.fold)
+                .and_then(|fold| fold(&args, &op.attrs)),
+        };
+        if let Some(attr) = value.and_then(|v| round_to(v, rt.dtype)) {
+            f.ops[i] = full_op(op, attr);
+            n += 1;
+        }
+    }
+    n
+}
+
+fn eliminate_common(f: &mut Func) -> usize {
+    let mut seen: HashMap<(String, Vec<ValueId>, Vec<(String, Attr)>, Type), ValueId> =
+        HashMap::new();
+    let mut n = 0;
+    let mut i = 0;
+    while i < f.ops.len() {
+        let op = &f.ops[i];
+        let mut attrs: Vec<(String, Attr)> = op
+            .attrs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        attrs.sort_by(|a, b| a.0.cmp(&b.0));
+        let key = (
+            op.name.clone(),
+            op.operands.clone(),
+            attrs,
+            f.ty(op.result).clone(),
+        );
+        if let Some(&prev) = seen.get(&key) {
+            let dup = op.result;
+            f.ops.remove(i);
+            f.replace_uses(dup, prev);
+            n += 1;
+        } else {
+            seen.insert(key, op.result);
+            i += 1;
+        }
+    }
+    n
+}
+
+fn eliminate_dead(f: &mut Func) -> usize {
+    let mut uses = f.use_counts();
+    let mut n = 0;
+    let mut i = f.ops.len();
+    let mut keep = vec![true; f.ops.len()];
+    while i > 0 {
+        i -= 1;
+        let op = &f.ops[i];
+        if uses[op.result.index()] == 0 {
+            keep[i] = false;
+            n += 1;
+            for v in &op.operands {
+                uses[v.index()] -= 1;
+            }
+        }
+    }
+    let mut k = keep.into_iter();
+    f.ops.retain(|_| k.next().unwrap_or(true));
+    n
+}
