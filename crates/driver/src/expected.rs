@@ -127,13 +127,14 @@ mod tests {
 
     #[test]
     fn parses_offsets_and_matches() {
-        let src = "// expected-error @+1 {{E0201: undefined}}\nx\ny // expected-error {{boom}}\n";
+        let src =
+            "// expected-error @+1 {{E0201: use of undefined}}\nx\ny // expected-error {{boom}}\n";
         let ex = parse_expected(src).unwrap();
         assert_eq!(ex.len(), 2);
         assert_eq!(ex[0].line, 2);
         assert_eq!(ex[1].line, 3);
-        let d1 = Diag::error("E0201", "use of undefined value", Span::new(43, 44));
-        let d2 = Diag::error("E0100", "boom", Span::new(45, 46));
+        let d1 = Diag::error("E0201", "use of undefined value", Span::new(50, 51));
+        let d2 = Diag::error("E0100", "boom", Span::new(52, 53));
         assert!(check(src, &ex, &[d1.clone(), d2]).is_empty());
         // A missing diagnostic and a wrong code are both reported.
         let probs = check(

@@ -138,8 +138,8 @@ fn full_op(like: &Op, value: Attr) -> Op {
 
 fn fold_constants(f: &mut Func, registry: &efir_ir::Registry) -> usize {
     let mut n = 0;
+    let mut splats = splat_values(f);
     for i in 0..f.ops.len() {
-        let splats = splat_values(f);
         let op = &f.ops[i];
         if op.operands.is_empty() {
             continue;
@@ -170,6 +170,9 @@ fn fold_constants(f: &mut Func, registry: &efir_ir::Registry) -> usize {
                 .and_then(|fold| fold(&args, &op.attrs)),
         };
         if let Some(attr) = value.and_then(|v| round_to(v, rt.dtype)) {
+            if let Some(v) = attr.as_f64() {
+                splats.insert(op.result, v);
+            }
             f.ops[i] = full_op(op, attr);
             n += 1;
         }
