@@ -40,7 +40,7 @@ pub struct Func {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stmt {
     /// `%x = op ...`
-    Op(OpStmt),
+    Op(Box<OpStmt>),
     /// `return %a, %b : T, U`
     Return(ReturnStmt),
     /// A statement that did not parse; its error is already reported.

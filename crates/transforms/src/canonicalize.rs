@@ -106,7 +106,7 @@ pub fn round_to(v: f64, dt: DType) -> Option<Attr> {
         DType::F32 => Some(Attr::Float(v as f32 as f64)),
         DType::F16 => Some(Attr::Float(half::f16::from_f64(v).to_f64())),
         DType::BF16 => Some(Attr::Float(half::bf16::from_f64(v).to_f64())),
-        DType::I1 => v.is_finite().then(|| Attr::Int((v != 0.0) as i64)),
+        DType::I1 => v.is_finite().then_some(Attr::Int((v != 0.0) as i64)),
         DType::I32 => (v.is_finite() && v.fract() == 0.0 && v.abs() <= i32::MAX as f64)
             .then_some(Attr::Int(v as i64)),
         DType::I64 => (v.is_finite() && v.fract() == 0.0 && v.abs() < (1u64 << 53) as f64)
@@ -180,9 +180,12 @@ fn fold_constants(f: &mut Func, registry: &efir_ir::Registry) -> usize {
     n
 }
 
+/// What makes two ops compute the same value: name, operands, attributes
+/// (sorted by name) and result type.
+type OpKey = (String, Vec<ValueId>, Vec<(String, Attr)>, Type);
+
 fn eliminate_common(f: &mut Func) -> usize {
-    let mut seen: HashMap<(String, Vec<ValueId>, Vec<(String, Attr)>, Type), ValueId> =
-        HashMap::new();
+    let mut seen: HashMap<OpKey, ValueId> = HashMap::new();
     let mut n = 0;
     let mut i = 0;
     while i < f.ops.len() {

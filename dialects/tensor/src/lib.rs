@@ -213,16 +213,18 @@ fn reduced_state(
             AxisState::Partial(r) if r == reducer && efir_dialect_red::is_simple(r) => {
                 AxisState::Partial(r.clone())
             }
-            AxisState::Partial(r) => return Err(cx
-                .operand_err(
-                    0,
-                    codes::E0602,
-                    format!(
+            AxisState::Partial(r) => {
+                return Err(cx
+                    .operand_err(
+                        0,
+                        codes::E0602,
+                        format!(
                         "cannot reduce a value that is partial({r}) over `@{axis}` with {reducer}"
                     ),
-                )
-                .with_label("partial value")
-                .with_note("finish the parallel reduction with `par.reduce` first")),
+                    )
+                    .with_label("partial value")
+                    .with_note("finish the parallel reduction with `par.reduce` first"))
+            }
         };
         out.insert(axis.clone(), ns);
     }

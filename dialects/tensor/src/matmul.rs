@@ -120,7 +120,6 @@ fn matmul_state(
                 .with_label("incompatible parallel states")
                 .with_note("legal: repl x repl, part(M) x repl, repl x part(N), part(K) x part(K), matching batch partitions"))
         };
-        let batch_shape = &batch[..];
         let st = match (sa, sb) {
             (AxisState::Repl, AxisState::Repl) => AxisState::Repl,
             (AxisState::Part(i), AxisState::Repl) if *i == ra - 2 => {
@@ -145,13 +144,13 @@ fn matmul_state(
                 }
             }
             (AxisState::Part(i), AxisState::Repl) => match batch_of(*i, ra) {
-                Some(r) if is_broadcast_along(&b.shape[..rb - 2], nb, r, batch_shape) => {
+                Some(r) if is_broadcast_along(&b.shape[..rb - 2], nb, r, batch) => {
                     AxisState::Part(r)
                 }
                 _ => bad()?,
             },
             (AxisState::Repl, AxisState::Part(j)) => match batch_of(*j, rb) {
-                Some(r) if is_broadcast_along(&a.shape[..ra - 2], nb, r, batch_shape) => {
+                Some(r) if is_broadcast_along(&a.shape[..ra - 2], nb, r, batch) => {
                     AxisState::Part(r)
                 }
                 _ => bad()?,
