@@ -235,3 +235,81 @@ fn eliminate_dead(f: &mut Func) -> usize {
     f.ops.retain(|_| k.next().unwrap_or(true));
     n
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use efir_ir::pass::PassManager;
+    use efir_ir::{parse_and_verify, print_module, PrintOptions, Registry};
+
+    fn registry() -> Registry {
+        let mut r = Registry::new();
+        r.register(&efir_dialect_ew::DIALECT);
+        r.register(&efir_dialect_tensor::DIALECT);
+        r.register(&efir_dialect_red::DIALECT);
+        r
+    }
+
+    fn canon(src: &str) -> String {
+        let reg = registry();
+        let (mut m, d) = parse_and_verify(src, &reg);
+        assert!(d.is_empty(), "{d:?}");
+        let mut pm = PassManager::new();
+        pm.add(Box::new(Canonicalize::new()));
+        let (_, res) = pm.run(&mut m, &reg);
+        assert!(res.is_ok(), "{res:?}");
+        print_module(&m, &reg, PrintOptions::default())
+    }
+
+    #[test]
+    fn folds_rounds_and_removes_dead() {
+        let out = canon(
+            "func @f(%x: tensor<4xf16>) -> tensor<4xf16> {
+  %a = tensor.full<0.1> : tensor<f16>
+  %b = tensor.full<3.0> : tensor<f16>
+  %c = ew.mul %a, %b : tensor<f16>
+  %d = tensor.broadcast %c : tensor<4xf16>
+  %e = ew.add %x, %d : tensor<4xf16>
+  %dead = ew.exp %x : tensor<4xf16>
+  return %e : tensor<4xf16>
+}
+",
+        );
+        // 0.1 * 3.0 rounded to f16 once more: the nearest f16 to 0.30000001.
+        let want = half::f16::from_f64(0.1 * 3.0).to_f64();
+        assert!(
+            out.contains(&format!("%d = tensor.full<{want:?}> : tensor<4xf16>")),
+            "{out}"
+        );
+        assert!(!out.contains("ew.exp"), "{out}");
+        assert!(!out.contains("ew.mul"), "{out}");
+    }
+
+    #[test]
+    fn cse_merges_identical_ops_only() {
+        let out = canon(
+            "func @f(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xi1>) {
+  %a = ew.exp %x : tensor<4xf32>
+  %b = ew.exp %x : tensor<4xf32>
+  %s = ew.add %a, %b : tensor<4xf32>
+  %l = ew.cmp<lt> %x, %s : tensor<4xi1>
+  %g = ew.cmp<gt> %x, %s : tensor<4xi1>
+  %o = ew.select %l, %s, %x : tensor<4xf32>
+  return %o, %g : tensor<4xf32>, tensor<4xi1>
+}
+",
+        );
+        assert_eq!(out.matches("ew.exp").count(), 1, "{out}");
+        assert!(out.contains("ew.add %a, %a"), "{out}");
+        assert_eq!(out.matches("ew.cmp").count(), 2, "{out}");
+    }
+
+    #[test]
+    fn integer_folding_respects_range() {
+        assert_eq!(round_to(3.0, DType::I32), Some(Attr::Int(3)));
+        assert_eq!(round_to(1e12, DType::I32), None);
+        assert_eq!(round_to(f64::INFINITY, DType::I64), None);
+        assert_eq!(round_to(2.0, DType::I1), Some(Attr::Int(1)));
+        assert_eq!(round_to(0.5, DType::I32), None);
+    }
+}

@@ -141,16 +141,22 @@ fn infer_replicate(cx: &InferCtx<'_>) -> Result<Type, Diag> {
 }
 
 fn mismatch(cx: &InferCtx<'_>, axis: &str, want: &str, found: Option<&AxisState>) -> Diag {
-    let found = found.map_or("no state".to_string(), |s| s.to_string());
+    let (found, label) = match found {
+        Some(s) => (format!("it is {s}"), format!("{s} over `@{axis}`")),
+        None => (
+            format!("it does not live under `@{axis}`"),
+            format!("not under `@{axis}`"),
+        ),
+    };
     cx.operand_err(
         0,
         codes::E0602,
         format!(
-            "`{}` needs the operand to be {want} over `@{axis}`, but it is {found}",
+            "`{}` needs the operand to be {want} over `@{axis}`, but {found}",
             cx.op.name
         ),
     )
-    .with_label(format!("{found} over `@{axis}`"))
+    .with_label(label)
 }
 
 fn infer_combine(cx: &InferCtx<'_>) -> Result<Type, Diag> {
