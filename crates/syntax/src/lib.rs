@@ -22,6 +22,9 @@ use lexer::{LexError, Tok};
 /// Parse a whole file. Returns the (possibly partial) module and the
 /// syntax errors; the module is only meaningful when there are none.
 pub fn parse(src: &str) -> (ast::Module, Vec<Diag>) {
+    if let Some(d) = too_deep(src) {
+        return (ast::Module::default(), vec![d]);
+    }
     let mut recovered = Vec::new();
     let result = grammar::ModuleParser::new().parse(&mut recovered, lexer::lex(src));
     let mut diags: Vec<Diag> = recovered
@@ -45,6 +48,34 @@ pub fn parse(src: &str) -> (ast::Module, Vec<Diag>) {
         keep
     });
     (module, diags)
+}
+
+/// Brackets may nest this deep; deeper input is rejected before parsing so
+/// that no recursive walk over the tree can exhaust the stack.
+pub const MAX_NESTING: usize = 256;
+
+fn too_deep(src: &str) -> Option<Diag> {
+    let mut depth = 0usize;
+    for (l, t, r) in lexer::lex(src).flatten() {
+        match t {
+            Tok::LParen | Tok::LBrace | Tok::LBracket | Tok::Lt => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Some(
+                        Diag::error(
+                            codes::E0101,
+                            format!("brackets nest deeper than {MAX_NESTING} levels"),
+                            Span::new(l, r),
+                        )
+                        .with_label("nesting limit reached here"),
+                    );
+                }
+            }
+            Tok::RParen | Tok::RBrace | Tok::RBracket | Tok::Gt => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
 }
 
 fn convert(e: ParseError<usize, Tok<'_>, LexError>, src: &str) -> Diag {
@@ -119,7 +150,7 @@ func @f(%a: tensor<8x4xf32>, %b: tensor<8x4xf32, @m: part(0)>) -> tensor<8x4xf32
 
     #[test]
     fn reports_every_bad_statement() {
-        let src = "func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n  %0 = ew.add %a, : tensor<4xf32>\n  %1 = ew.add %a %a : tensor<4xf32>\n  return %a : tensor<4xf32>\n}\n";
+        let src = "func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n  %0 = ew.add %a = : tensor<4xf32>\n  %1 = ew.add %a %a : tensor<4xf32>\n  return %a : tensor<4xf32>\n}\n";
         let (_, diags) = parse(src);
         assert_eq!(diags.len(), 2, "{diags:?}");
         assert!(diags.iter().all(|d| d.code == codes::E0101));
@@ -132,6 +163,18 @@ func @f(%a: tensor<8x4xf32>, %b: tensor<8x4xf32, @m: part(0)>) -> tensor<8x4xf32
         let (_, d) =
             parse("func @f() { %0 = tensor.full<99999999999999999999> : tensor<f32> return }");
         assert!(d.iter().any(|d| d.code == codes::E0103), "{d:?}");
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let src = format!(
+            "func @f() {{ %0 = tensor.full<{}1{}> : tensor<f32> return }}",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        let (_, d) = parse(&src);
+        assert_eq!(d.len(), 1);
+        assert!(d[0].message.contains("nest deeper"));
     }
 
     #[test]

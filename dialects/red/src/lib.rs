@@ -146,6 +146,76 @@ pub fn is_simple(r: &Attr) -> bool {
     matches!(r, Attr::Term(n, a) if (n == "red.sum" || n == "red.max") && a.is_empty())
 }
 
+/// The identity element of every state field: 0 for sum, -inf for max,
+/// the components' for products, the producer's then the consumer's for a
+/// repaired reducer.
+pub fn identity(r: &Attr) -> Option<Vec<f64>> {
+    let Attr::Term(name, args) = r else {
+        return None;
+    };
+    match name.as_str() {
+        "red.sum" => Some(vec![0.0]),
+        "red.max" => Some(vec![f64::NEG_INFINITY]),
+        "red.prod" => args.iter().try_fold(Vec::new(), |mut acc, (_, a)| {
+            acc.extend(identity(a)?);
+            Some(acc)
+        }),
+        "red.repair" => {
+            let (p, c, _, _) = repair_parts(args)?;
+            let mut out = identity(p)?;
+            out.extend(identity(c)?);
+            Some(out)
+        }
+        _ => None,
+    }
+}
+
+/// The leaves (`sum`/`max`) of a reducer built from sums, maxima and
+/// products, in field order; `None` for repaired reducers.
+fn leaves(r: &Attr, out: &mut Vec<&'static str>) -> Option<()> {
+    let Attr::Term(name, args) = r else {
+        return None;
+    };
+    match name.as_str() {
+        "red.sum" => out.push("ew.add"),
+        "red.max" => out.push("ew.max"),
+        "red.prod" => {
+            for (_, a) in args {
+                leaves(a, out)?;
+            }
+        }
+        _ => return None,
+    }
+    Some(())
+}
+
+/// The update `update(s, x)` of a reducer made of sums, maxima and products,
+/// written in IR: a function `@update` over the bound state variables
+/// `%s0..` and input variables `%x0..` (rank-0 tensors of `dtype`). For
+/// these reducers the parallel `combine(s, t)` is the same function.
+/// Repaired reducers are defined by their `@f` and `@h` functions instead
+/// (`None`).
+pub fn update_source(r: &Attr, dtype: DType) -> Option<String> {
+    let mut ops = Vec::new();
+    leaves(r, &mut ops)?;
+    let t = format!("tensor<{dtype}>");
+    let params: Vec<String> = (0..ops.len())
+        .map(|i| format!("%s{i}: {t}"))
+        .chain((0..ops.len()).map(|i| format!("%x{i}: {t}")))
+        .collect();
+    let results = vec![t.clone(); ops.len()].join(", ");
+    let mut body = String::new();
+    for (i, op) in ops.iter().enumerate() {
+        body.push_str(&format!("  %u{i} = {op} %s{i}, %x{i} : {t}\n"));
+    }
+    let rets: Vec<String> = (0..ops.len()).map(|i| format!("%u{i}")).collect();
+    Some(format!(
+        "func @update({}) -> ({results}) {{\n{body}  return {} : {results}\n}}\n",
+        params.join(", "),
+        rets.join(", ")
+    ))
+}
+
 fn repair_parts(args: &[(Option<String>, Attr)]) -> Option<(&Attr, &Attr, &str, &str)> {
     let pos: Vec<&Attr> = args
         .iter()
