@@ -17,6 +17,20 @@ pub fn all_dialects() -> [&'static DialectDef; 5] {
     ]
 }
 
+/// The interpreter semantics of every op of every dialect.
+pub fn all_semantics() -> efir_interp::SemanticsTable {
+    [
+        efir_dialect_ew::eval::SEMANTICS,
+        efir_dialect_tensor::eval::SEMANTICS,
+        efir_dialect_par::eval::SEMANTICS,
+        efir_dialect_tile::SEMANTICS,
+    ]
+    .into_iter()
+    .flatten()
+    .copied()
+    .collect()
+}
+
 /// Every pass, by flag name.
 pub fn all_passes() -> Vec<PassInfo> {
     vec![efir_transforms::canonicalize::INFO]

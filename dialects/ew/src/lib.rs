@@ -6,6 +6,7 @@
 //! [`state::ew_state`]); the result has the broadcast shape and the common
 //! state.
 
+pub mod eval;
 pub mod state;
 
 use efir_diagnostics::{codes, Diag};

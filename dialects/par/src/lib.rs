@@ -8,6 +8,8 @@
 //! - `par.collect<@p>`: needs `@p: partial(ρ)` or `repl` on every field ->
 //!   removes `@p` and prepends a dim of extent `|@p|`.
 
+pub mod eval;
+
 use efir_diagnostics::{codes, Diag};
 use efir_ir::dialect::{Arity, AttrKind, AttrSpec, DialectDef, InferCtx, OpDef};
 use efir_ir::shape::shift_parts;

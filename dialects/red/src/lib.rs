@@ -19,6 +19,8 @@
 //!   f = @f, h = @h>` with `f(x, v, s') = (exp(x - s'), exp(x - s') * v)` and
 //!   `h(c, s, s') = c * exp(s - s')` per field.
 
+pub mod eval;
+
 use efir_diagnostics::{codes, Diag};
 use efir_ir::dialect::{AttrTermDef, DialectDef, Signatures, TermCtx};
 use efir_ir::{Attr, DType, Type};

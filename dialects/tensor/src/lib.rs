@@ -1,6 +1,7 @@
 //! The `tensor` dialect: constants, matmul, reductions, views and tuples at
 //! tensor level. Function arguments are the function's parameters.
 
+pub mod eval;
 pub mod matmul;
 mod views;
 

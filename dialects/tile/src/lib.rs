@@ -20,3 +20,10 @@ pub static DIALECT: DialectDef = DialectDef {
     }],
     terms: &[],
 };
+
+/// Interpreter semantics: the local product of the tiles at each
+/// coordinate.
+pub static SEMANTICS: &[(&str, efir_interp::Semantics)] = &[(
+    "tile.matmul",
+    efir_interp::Semantics::Local(efir_dialect_tensor::eval::local_matmul),
+)];

@@ -1,0 +1,263 @@
+//! `efir-run`: evaluate a function of a `.efir` file on seeded random or
+//! `.npy` inputs (tiled programs with concrete tile sizes) and write its
+//! outputs as `.npy`; or, with `--compare A B`, check that two programs
+//! compute the same function.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use clap::Parser;
+use efir_interp::compare::{compare, tile_choices, CompareOptions};
+use efir_interp::inputs::{random_inputs, read_npy, write_npy, Dist};
+use efir_interp::{Interp, Options, Precision, Tensor};
+use efir_ir::{Module, Type};
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Evaluate .efir functions, or check two programs for equivalence.
+#[derive(Parser, Debug)]
+#[command(name = "efir-run", version)]
+struct Cli {
+    /// The program (two programs with --compare).
+    #[arg(required = true, num_args = 1..=2)]
+    files: Vec<PathBuf>,
+    /// Compare the two programs on the same random inputs.
+    #[arg(long)]
+    compare: bool,
+    /// The function to run (default: the first function of the file).
+    #[arg(long)]
+    func: Option<String>,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Distribution of random float inputs.
+    #[arg(long, default_value = "normal", value_parser = ["normal", "uniform"])]
+    dist: String,
+    /// Read a parameter from a .npy file: NAME=FILE.npy (repeatable).
+    #[arg(long = "input", value_name = "NAME=FILE")]
+    inputs: Vec<String>,
+    /// Write each output (and with --dump-inputs, each input) here as .npy.
+    #[arg(long)]
+    output_dir: Option<PathBuf>,
+    /// Also write the inputs used to the output dir (in_<name>.npy).
+    #[arg(long)]
+    dump_inputs: bool,
+    /// Tile sizes of parallel axes: m=64,p=128 (repeatable with --compare:
+    /// one tile choice each).
+    #[arg(long = "tile", value_name = "AXIS=N,...")]
+    tiles: Vec<String>,
+    /// native: round to each dtype, accumulate in f32; f64: no rounding.
+    #[arg(long, default_value = "native", value_parser = ["native", "f64"])]
+    precision: String,
+    /// --compare: relative L2 tolerance per output.
+    #[arg(long, default_value_t = 1e-5)]
+    tol: f64,
+    /// --compare: random input seeds per tile choice.
+    #[arg(long, default_value_t = 3)]
+    trials: usize,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(code) => code,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn load(path: &Path) -> Result<Module, String> {
+    let src = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let reg = efir_registry::registry();
+    let (m, diags) = efir_ir::parse_and_verify(&src, &reg);
+    if !diags.is_empty() {
+        let color = std::io::stderr().is_terminal();
+        eprint!(
+            "{}",
+            efir_diagnostics::render(&path.display().to_string(), &src, &diags, color)
+        );
+        return Err(format!("`{}` is not a valid program", path.display()));
+    }
+    Ok(m)
+}
+
+fn parse_tiles(s: &str) -> Result<BTreeMap<String, usize>, String> {
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| {
+            let (k, v) = p
+                .split_once('=')
+                .ok_or_else(|| format!("--tile `{p}` is not AXIS=N"))?;
+            let n: usize = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("--tile `{p}`: `{v}` is not a positive integer"))?;
+            if n == 0 {
+                return Err(format!("--tile `{p}`: tile sizes must be positive"));
+            }
+            Ok((k.trim().trim_start_matches('@').to_string(), n))
+        })
+        .collect()
+}
+
+fn run(cli: &Cli) -> Result<ExitCode, String> {
+    let precision = if cli.precision == "f64" {
+        Precision::F64
+    } else {
+        Precision::Native
+    };
+    let tiles: Vec<BTreeMap<String, usize>> = cli
+        .tiles
+        .iter()
+        .map(|t| parse_tiles(t))
+        .collect::<Result<_, _>>()?;
+    let sem = efir_registry::all_semantics();
+    if cli.compare {
+        let [a, b] = cli.files.as_slice() else {
+            return Err("--compare needs two files".into());
+        };
+        let (ma, mb) = (load(a)?, load(b)?);
+        let func = match &cli.func {
+            Some(f) => f.clone(),
+            None => ma
+                .funcs
+                .first()
+                .ok_or("the first file has no function")?
+                .name
+                .clone(),
+        };
+        let opts = CompareOptions {
+            func,
+            tol: cli.tol,
+            trials: cli.trials,
+            seed: cli.seed,
+            precision,
+            tiles,
+        };
+        let rep = compare(&ma, &mb, &sem, &opts)?;
+        for t in &rep.trials {
+            let tiles: Vec<String> = t.tiles.iter().map(|(a, n)| format!("{a}={n}")).collect();
+            let errs: Vec<String> = t.errors.iter().map(|e| format!("{e:.3e}")).collect();
+            println!(
+                "seed {:>3}  tiles [{}]  rel_l2 [{}]",
+                t.seed,
+                tiles.join(","),
+                errs.join(", ")
+            );
+        }
+        println!(
+            "max rel_l2 {:.3e} (tolerance {:.1e}): {}",
+            rep.max_error,
+            cli.tol,
+            if rep.ok {
+                "equivalent"
+            } else {
+                "NOT equivalent"
+            }
+        );
+        return Ok(if rep.ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
+    let [file] = cli.files.as_slice() else {
+        return Err("give one file (or two with --compare)".into());
+    };
+    let m = load(file)?;
+    let fname = match &cli.func {
+        Some(f) => f.clone(),
+        None => m
+            .funcs
+            .first()
+            .ok_or("the file has no function")?
+            .name
+            .clone(),
+    };
+    let f = m.func(&fname).ok_or_else(|| {
+        let names: Vec<String> = m.funcs.iter().map(|f| format!("@{}", f.name)).collect();
+        format!(
+            "no function `@{fname}` in `{}` (it has {})",
+            file.display(),
+            names.join(", ")
+        )
+    })?;
+    let dist = if cli.dist == "uniform" {
+        Dist::Uniform
+    } else {
+        Dist::Normal
+    };
+    let mut inputs = random_inputs(f, cli.seed, dist)?;
+    let mut given = BTreeMap::new();
+    for spec in &cli.inputs {
+        let (name, path) = spec
+            .split_once('=')
+            .ok_or_else(|| format!("--input `{spec}` is not NAME=FILE.npy"))?;
+        let name = name.trim_start_matches('%');
+        let idx = f
+            .params
+            .iter()
+            .position(|p| f.value(*p).name == name)
+            .ok_or_else(|| format!("`@{fname}` has no parameter `%{name}`"))?;
+        let Type::Tensor(t) = f.ty(f.params[idx]) else {
+            return Err(format!("parameter `%{name}` is a tuple"));
+        };
+        inputs[idx] =
+            read_npy(Path::new(path), t.dtype).map_err(|e| format!("--input {name}: {e}"))?;
+        given.insert(idx, path.to_string());
+    }
+    let tiles = match tiles.as_slice() {
+        [] => {
+            let choice = tile_choices(&m).into_iter().nth(1).unwrap_or_default();
+            if !choice.is_empty() {
+                let t: Vec<String> = choice.iter().map(|(a, n)| format!("{a}={n}")).collect();
+                eprintln!("note: no --tile given; using {}", t.join(","));
+            }
+            choice
+        }
+        [t] => t.clone(),
+        _ => return Err("--tile may be given once without --compare".into()),
+    };
+    let interp = Interp::new(&m, &sem, Options { precision, tiles });
+    let outs = interp.run(&fname, &inputs)?;
+    if let Some(dir) = &cli.output_dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+        for (i, o) in outs.iter().enumerate() {
+            write_npy(&dir.join(format!("out{i}.npy")), o)?;
+        }
+        if cli.dump_inputs {
+            for (p, t) in f.params.iter().zip(&inputs) {
+                write_npy(&dir.join(format!("in_{}.npy", f.value(*p).name)), t)?;
+            }
+        }
+    }
+    let mut bad = false;
+    for (i, (o, v)) in outs.iter().zip(&f.returns).enumerate() {
+        report(i, &f.value(*v).name, o, &mut bad);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report(i: usize, name: &str, t: &Tensor, bad: &mut bool) {
+    let n = t.data.len().max(1) as f64;
+    let nan = t.data.iter().filter(|v| v.is_nan()).count();
+    let inf = t.data.iter().filter(|v| v.is_infinite()).count();
+    let finite: Vec<f64> = t.data.iter().copied().filter(|v| v.is_finite()).collect();
+    let mean = finite.iter().sum::<f64>() / n;
+    let min = finite.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let shape: Vec<String> = t.data.shape().iter().map(|d| d.to_string()).collect();
+    println!(
+        "out{i} %{name}: {}x{}  mean {mean:.6e}  min {min:.6e}  max {max:.6e}",
+        shape.join("x"),
+        t.dtype
+    );
+    if nan + inf > 0 {
+        *bad = true;
+        eprintln!("warning: output out{i} (%{name}) has {nan} NaN and {inf} infinite values");
+    }
+}
