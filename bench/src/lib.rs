@@ -50,3 +50,45 @@ pub fn synthetic_module(n: usize) -> String {
     }
     s
 }
+
+/// `examples/small/attn_prefill.efir` at another shape: causal attention
+/// over Q, K, V of shape [b, h, s, d].
+pub fn attn_prefill(b: usize, h: usize, s: usize, d: usize) -> String {
+    let t = |dims: &str, dt: &str| format!("tensor<{dims}x{dt}>");
+    let full = format!("{b}x{h}x{s}x{d}");
+    let sc = format!("{b}x{h}x{s}x{s}");
+    let row = format!("{b}x{h}x{s}");
+    let row1 = format!("{b}x{h}x{s}x1");
+    let scale = 1.0 / (d as f64).sqrt();
+    format!(
+        "func @attn_prefill(%q: {q}, %k: {q}, %v: {q}) -> {q} {{
+  %kt = tensor.transpose<[0, 1, 3, 2]> %k : {kt}
+  %s = tensor.matmul %q, %kt : {s16}
+  %sf = ew.cast %s : {s32}
+  %scale = tensor.full<{scale:?}> : tensor<f32>
+  %z = ew.mul %sf, %scale : {s32}
+  %row = tensor.iota<0> : tensor<{s}x1xi32>
+  %col = tensor.iota<1> : tensor<1x{s}xi32>
+  %keep = ew.cmp<ge> %row, %col : tensor<{s}x{s}xi1>
+  %ninf = tensor.full<-inf> : tensor<f32>
+  %zm = ew.select %keep, %z, %ninf : {s32}
+  %mx = tensor.reduce<#red.max, 3> %zm : {r32}
+  %mx1 = tensor.reshape %mx : {r1}
+  %zc = ew.sub %zm, %mx1 : {s32}
+  %e = ew.exp %zc : {s32}
+  %l = tensor.reduce<#red.sum, 3> %e : {r32}
+  %l1 = tensor.reshape %l : {r1}
+  %pf = ew.div %e, %l1 : {s32}
+  %p = ew.cast %pf : {s16}
+  %o = tensor.matmul %p, %v : {q}
+  return %o : {q}
+}}
+",
+        q = t(&full, "f16"),
+        kt = t(&format!("{b}x{h}x{d}x{s}"), "f16"),
+        s16 = t(&sc, "f16"),
+        s32 = t(&sc, "f32"),
+        r32 = t(&row, "f32"),
+        r1 = t(&row1, "f32"),
+    )
+}

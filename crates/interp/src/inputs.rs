@@ -78,6 +78,7 @@ pub fn read_npy(path: &Path, dtype: DType) -> Result<Tensor, String> {
         .map_err(|e| format!("`{}` is not a .npy file: {e}", path.display()))?;
     let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
     let descr = npy.dtype().descr();
+    let descr = descr.trim_matches('\'');
     let want = match dtype {
         DType::F16 => "f2",
         DType::BF16 | DType::F32 => "f4",

@@ -227,6 +227,18 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
         for (i, o) in outs.iter().enumerate() {
+            // Under --precision f64 float outputs are not values of their
+            // dtype any more: write them as f64.
+            let wide;
+            let o = if precision == Precision::F64 && o.dtype.is_float() {
+                wide = Tensor {
+                    dtype: efir_ir::DType::F64,
+                    data: o.data.clone(),
+                };
+                &wide
+            } else {
+                o
+            };
             write_npy(&dir.join(format!("out{i}.npy")), o)?;
         }
         if cli.dump_inputs {
