@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command (README): formatting, lints, unit and integration tests,
-# the lit/FileCheck suite. `.ci/run` installs what this needs first.
+# the lit/FileCheck suite, the Python tests. `.ci/run` installs what this needs first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +25,9 @@ step "lit"
 cargo build --workspace --bins
 export EFIR_BIN_DIR="$PWD/target/debug"
 lit -sv lit-tests
+
+step "Python tests"
+python3 -m pytest -q python/tests
 
 echo
 echo "All tests passed."

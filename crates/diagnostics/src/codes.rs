@@ -11,6 +11,7 @@ pub const ALL: &[(&str, &str)] = &[
     (E0103, "invalid literal"),
     (E0104, "unknown element type"),
     (E0105, "malformed type"),
+    (E0106, "diagnostic expectation malformed or not met"),
     // E02xx: structure of modules and ops, common to every dialect.
     (E0200, "value defined twice"),
     (E0201, "use of an undefined value"),
@@ -65,10 +66,10 @@ macro_rules! codes {
 }
 
 codes!(
-    E0100, E0101, E0102, E0103, E0104, E0105, E0200, E0201, E0202, E0203, E0204, E0205, E0206,
-    E0207, E0208, E0209, E0210, E0301, E0302, E0303, E0304, E0305, E0401, E0402, E0403, E0404,
-    E0405, E0406, E0407, E0408, E0409, E0410, E0501, E0502, E0503, E0601, E0602, E0603, E0604,
-    E0605,
+    E0100, E0101, E0102, E0103, E0104, E0105, E0106, E0200, E0201, E0202, E0203, E0204, E0205,
+    E0206, E0207, E0208, E0209, E0210, E0301, E0302, E0303, E0304, E0305, E0401, E0402, E0403,
+    E0404, E0405, E0406, E0407, E0408, E0409, E0410, E0501, E0502, E0503, E0601, E0602, E0603,
+    E0604, E0605,
 );
 
 /// The summary of a code, if it exists.

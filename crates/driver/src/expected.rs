@@ -44,7 +44,7 @@ pub fn parse_expected(src: &str) -> Result<Vec<Expected>, Diag> {
                     .unwrap_or(r.len());
                 let n: i64 = r[..end].parse().map_err(|_| {
                     Diag::error(
-                        codes::E0101,
+                        codes::E0106,
                         format!("bad line offset `@{}`", &r[..end]),
                         span,
                     )
@@ -59,7 +59,7 @@ pub fn parse_expected(src: &str) -> Result<Vec<Expected>, Diag> {
                 .and_then(|r| r.find("}}").map(|e| r[..e].to_string()))
                 .ok_or_else(|| {
                     Diag::error(
-                        codes::E0101,
+                        codes::E0106,
                         format!("`{kw}` needs a message in {{{{...}}}}"),
                         span,
                     )
@@ -67,7 +67,7 @@ pub fn parse_expected(src: &str) -> Result<Vec<Expected>, Diag> {
                 })?;
             if target < 1 {
                 return Err(Diag::error(
-                    codes::E0101,
+                    codes::E0106,
                     "expectation points before line 1",
                     span,
                 ));
@@ -84,8 +84,10 @@ pub fn parse_expected(src: &str) -> Result<Vec<Expected>, Diag> {
 }
 
 /// Match diagnostics against expectations. Returns the problems: expected
-/// diagnostics that did not appear, and diagnostics that were not expected.
-pub fn check(src: &str, expected: &[Expected], diags: &[Diag]) -> Vec<Diag> {
+/// diagnostics that did not appear (`E0106`), and diagnostics that were not
+/// expected. `line_offset` is the number of lines before `src` in the whole
+/// file (for messages).
+pub fn check(src: &str, line_offset: usize, expected: &[Expected], diags: &[Diag]) -> Vec<Diag> {
     let mut used = vec![false; expected.len()];
     let mut problems = Vec::new();
     for d in diags {
@@ -107,10 +109,11 @@ pub fn check(src: &str, expected: &[Expected], diags: &[Diag]) -> Vec<Diag> {
         if !u {
             problems.push(
                 Diag::error(
-                    codes::E0101,
+                    codes::E0106,
                     format!(
                         "expected diagnostic on line {} was not produced: {}",
-                        e.line, e.text
+                        e.line + line_offset,
+                        e.text
                     ),
                     e.span,
                 )
@@ -135,10 +138,11 @@ mod tests {
         assert_eq!(ex[1].line, 3);
         let d1 = Diag::error("E0201", "use of undefined value", Span::new(50, 51));
         let d2 = Diag::error("E0100", "boom", Span::new(52, 53));
-        assert!(check(src, &ex, &[d1.clone(), d2]).is_empty());
+        assert!(check(src, 0, &ex, &[d1.clone(), d2]).is_empty());
         // A missing diagnostic and a wrong code are both reported.
         let probs = check(
             src,
+            0,
             &ex,
             &[Diag::error("E0999", "use of undefined value", d1.span)],
         );

@@ -104,12 +104,12 @@ pub fn tile_choices(m: &Module) -> Vec<BTreeMap<String, usize>> {
     let divisor = |n: u64| {
         (1..=n.div_ceil(4).max(1))
             .rev()
-            .find(|d| n % d == 0)
+            .find(|d| n.is_multiple_of(*d))
             .unwrap_or(1)
     };
     let non_divisor = |n: u64| {
         (2..n)
-            .find(|d| n % d != 0 && d * 2 >= n.min(8))
+            .find(|d| !n.is_multiple_of(*d) && d * 2 >= n.min(8))
             .unwrap_or(n)
     };
     let mut out = vec![pick(&|n| n), pick(&divisor), pick(&non_divisor)];

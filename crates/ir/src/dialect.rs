@@ -286,7 +286,7 @@ impl InferCtx<'_> {
         if i < 0 || i as usize >= rank {
             return Err(self
                 .attr_err(name, codes::E0403, format!("dimension {i} is out of range"))
-                .with_label(format!("the operand has rank {rank}")));
+                .with_label(format!("the tensor has rank {rank}")));
         }
         Ok(i as usize)
     }

@@ -102,7 +102,7 @@ fn build_func(f: &ast::Func, registry: &Registry, diags: &mut Vec<Diag>) -> Func
                             Diag::error(
                                 codes::E0206,
                                 format!(
-                                    "`return` lists {} values but {} types",
+                                    "`return` lists {} value(s) but {} type(s)",
                                     vals.len(),
                                     r.types.len()
                                 ),
@@ -133,8 +133,13 @@ fn build_func(f: &ast::Func, registry: &Registry, diags: &mut Vec<Diag>) -> Func
                 func.returns = vals;
             }
             ast::Stmt::Op(o) => {
+                let before = diags.len();
                 let result_ty = convert_type(&o.result_type, diags);
-                let op = build_op(o, &scope, &func, registry, diags);
+                let type_ok = diags.len() == before;
+                // An op whose written type is malformed is not checked
+                // further: its inferred type would only disagree with the
+                // placeholder.
+                let op = build_op(o, &scope, &func, registry, diags).filter(|_| type_ok);
                 let id = define(
                     &mut scope,
                     &mut func,

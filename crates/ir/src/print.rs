@@ -79,7 +79,22 @@ pub fn print_op(out: &mut String, f: &Func, op: &Op, registry: &Registry, opts: 
     let _ = write!(out, "%{} = ", result.name);
     if generic {
         let _ = write!(out, "{}({})", quote(&op.name), operands.join(", "));
-        print_attr_dict(out, op.attrs.iter().map(|(k, v)| (k.as_str(), v)));
+        // Attributes in the op definition's order, then any others.
+        let mut attrs: Vec<(&str, &crate::attr::Attr)> = Vec::new();
+        if let Some(d) = def {
+            attrs.extend(
+                d.attrs
+                    .iter()
+                    .filter_map(|s| op.attrs.get_key_value(s.name))
+                    .map(|(k, v)| (k.as_str(), v)),
+            );
+        }
+        for (k, v) in &op.attrs {
+            if !attrs.iter().any(|(n, _)| n == k) {
+                attrs.push((k.as_str(), v));
+            }
+        }
+        print_attr_dict(out, attrs.into_iter());
         let tys: Vec<String> = op.operands.iter().map(|v| f.ty(*v).to_string()).collect();
         let _ = write!(out, " : ({}) -> {}", tys.join(", "), result.ty);
         return;

@@ -110,7 +110,11 @@ fn verify_func(f: &Func, sigs: &Signatures, registry: &Registry, diags: &mut Vec
                     format!(
                         "`{}` takes {want} operand{}, found {}",
                         def.name,
-                        if want == "1" { "" } else { "s" },
+                        if want == "1" || want == "at least 1" {
+                            ""
+                        } else {
+                            "s"
+                        },
                         op.operands.len()
                     ),
                     op.span,

@@ -106,7 +106,12 @@ fn convert(e: ParseError<usize, Tok<'_>, LexError>, src: &str) -> Diag {
 }
 
 fn expected_label(expected: &[String]) -> String {
-    let names: Vec<String> = expected.iter().map(|e| pretty_terminal(e)).collect();
+    let mut names: Vec<String> = Vec::new();
+    for n in expected.iter().map(|e| pretty_terminal(e)) {
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
     match names.len() {
         0 => String::new(),
         1..=6 => format!("expected {}", names.join(", ")),

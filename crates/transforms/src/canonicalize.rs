@@ -118,7 +118,11 @@ fn splat_values(f: &Func) -> HashMap<ValueId, f64> {
     f.ops
         .iter()
         .filter(|op| op.name == "tensor.full")
-        .filter_map(|op| Some((op.result, op.attrs.get("value")?.as_f64()?)))
+        .filter_map(|op| {
+            let dt = f.ty(op.result).as_tensor()?.dtype;
+            let v = round_to(op.attrs.get("value")?.as_f64()?, dt)?.as_f64()?;
+            Some((op.result, v))
+        })
         .collect()
 }
 
@@ -275,8 +279,9 @@ mod tests {
 }
 ",
         );
-        // 0.1 * 3.0 rounded to f16 once more: the nearest f16 to 0.30000001.
-        let want = half::f16::from_f64(0.1 * 3.0).to_f64();
+        // The constant 0.1 is an f16 first, and so is the product.
+        let tenth = half::f16::from_f64(0.1).to_f64();
+        let want = half::f16::from_f64(tenth * 3.0).to_f64();
         assert!(
             out.contains(&format!("%d = tensor.full<{want:?}> : tensor<4xf16>")),
             "{out}"

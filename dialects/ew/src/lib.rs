@@ -74,14 +74,14 @@ const OPS: &[OpDef] = &[
         "max(a, b)",
         2,
         |cx| infer(cx, Kind::Any, Linearity::None),
-        |x, _| Some(x[0].max(x[1]))
+        |x, _| Some(efir_interp::kernels::nan_max(x[0], x[1]))
     ),
     op!(
         "ew.min",
         "min(a, b)",
         2,
         |cx| infer(cx, Kind::Any, Linearity::None),
-        |x, _| Some(x[0].min(x[1]))
+        |x, _| Some(efir_interp::kernels::nan_min(x[0], x[1]))
     ),
     op!(
         "ew.pow",
@@ -253,6 +253,16 @@ fn broadcast(cx: &InferCtx<'_>, ts: &[&TensorType]) -> Result<Vec<efir_ir::Dim>,
 fn infer(cx: &InferCtx<'_>, kind: Kind, lin: Linearity) -> Result<Type, Diag> {
     let ts = cx.tensors()?;
     let dt = common_dtype(cx, &ts, 0)?;
+    if kind == Kind::Any && dt == DType::I1 {
+        return Err(cx
+            .operand_err(
+                0,
+                codes::E0303,
+                format!("`{}` is not defined on i1 values", cx.op.name),
+            )
+            .with_label("this is i1")
+            .with_note("use `ew.select` or `ew.cmp` on booleans, or cast them first"));
+    }
     if kind == Kind::Float && !dt.is_float() {
         return Err(cx
             .operand_err(

@@ -76,8 +76,21 @@ pub fn ew_state(
         if let Some(&(k0, r)) = parts.first() {
             for (k, s) in states.iter().enumerate() {
                 match s {
-                    AxisState::Part(_) => {
+                    AxisState::Part(i) => {
                         let rk = parts.iter().find(|p| p.0 == k).map(|p| p.1).unwrap_or(r);
+                        if ts[k].shape[*i] != shape[rk] {
+                            return Err(cx
+                                .operand_err(
+                                    k,
+                                    codes::E0304,
+                                    format!(
+                                        "operand is partitioned by `@{axis}` along a dim it is broadcast along (extent {} against {})",
+                                        ts[k].shape[*i], shape[rk]
+                                    ),
+                                )
+                                .with_label("partitioned broadcast dim")
+                                .with_note("replicate the operand instead: `par.replicate`"));
+                        }
                         if rk != r {
                             return Err(cx
                                 .operand_err(

@@ -102,6 +102,9 @@ fn replicate(cx: &GlobalCtx<'_>, a: &[&PValue]) -> R {
     })
 }
 
+/// The tiles along one axis that share the rest of their coordinate.
+type Group<'a> = (Vec<usize>, Vec<&'a Tile>);
+
 /// Group the tiles of `x` by their key without axis `at`, in coordinate
 /// order along it (`e` coordinates; replicated axes repeat their copy).
 fn groups(
@@ -109,7 +112,7 @@ fn groups(
     at: usize,
     e: usize,
     repl: bool,
-) -> Result<Vec<(Vec<usize>, Vec<&Tile>)>, String> {
+) -> Result<Vec<Group<'_>>, String> {
     let mut out = Vec::new();
     for key in x.tiles.keys().filter(|k| k[at] == 0) {
         let tiles = (0..e)

@@ -14,7 +14,10 @@ use ndarray::Axis;
 
 type R = Result<Vec<Tile>, String>;
 
-fn parts(r: &Attr) -> Result<(&str, &[(Option<String>, Attr)]), String> {
+/// A term's arguments: optional key and value.
+type TermArgs = [(Option<String>, Attr)];
+
+fn parts(r: &Attr) -> Result<(&str, &TermArgs), String> {
     match r {
         Attr::Term(n, a) => Ok((n.as_str(), a.as_slice())),
         other => Err(format!("`{other}` is not a reducer")),

@@ -144,11 +144,18 @@ fn constant_type(cx: &InferCtx<'_>) -> Result<TensorType, Diag> {
 fn infer_full(cx: &InferCtx<'_>) -> Result<Type, Diag> {
     let t = constant_type(cx)?;
     let v = cx.attr("value");
+    let x = v.as_f64().unwrap_or(0.0);
     let ok = match (t.dtype, v) {
         (DType::I1, Attr::Int(i)) => *i == 0 || *i == 1,
         (DType::I1, _) => false,
-        (dt, Attr::Float(f)) if dt.is_int() => f.fract() == 0.0 && f.is_finite(),
-        _ => true,
+        (DType::I32, _) => x.fract() == 0.0 && x.abs() <= i32::MAX as f64,
+        (DType::I64, Attr::Int(_)) => true,
+        (DType::I64, _) => x.fract() == 0.0 && x.abs() < 9.2e18,
+        // Finite values must not overflow to infinity (write `inf` for that).
+        (DType::F16, _) => !x.is_finite() || x.abs() <= 65504.0,
+        (DType::BF16, _) => !x.is_finite() || x.abs() <= 3.3895e38,
+        (DType::F32, _) => !x.is_finite() || x.abs() <= f32::MAX as f64,
+        (DType::F64, _) => true,
     };
     if !ok {
         return Err(cx

@@ -144,20 +144,28 @@ fn matmul_state(
                 }
             }
             (AxisState::Part(i), AxisState::Repl) => match batch_of(*i, ra) {
-                Some(r) if is_broadcast_along(&b.shape[..rb - 2], nb, r, batch) => {
+                Some(r)
+                    if a.shape[*i] == batch[r]
+                        && is_broadcast_along(&b.shape[..rb - 2], nb, r, batch) =>
+                {
                     AxisState::Part(r)
                 }
                 _ => bad()?,
             },
             (AxisState::Repl, AxisState::Part(j)) => match batch_of(*j, rb) {
-                Some(r) if is_broadcast_along(&a.shape[..ra - 2], nb, r, batch) => {
+                Some(r)
+                    if b.shape[*j] == batch[r]
+                        && is_broadcast_along(&a.shape[..ra - 2], nb, r, batch) =>
+                {
                     AxisState::Part(r)
                 }
                 _ => bad()?,
             },
             (AxisState::Part(i), AxisState::Part(j)) => {
                 match (batch_of(*i, ra), batch_of(*j, rb)) {
-                    (Some(r1), Some(r2)) if r1 == r2 => AxisState::Part(r1),
+                    (Some(r1), Some(r2)) if r1 == r2 && a.shape[*i] == b.shape[*j] => {
+                        AxisState::Part(r1)
+                    }
                     _ => bad()?,
                 }
             }

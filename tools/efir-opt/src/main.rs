@@ -71,7 +71,18 @@ fn split_args() -> (Vec<String>, Vec<PassFlag>) {
 
 fn main() -> ExitCode {
     let (args, flags) = split_args();
-    let cli = Cli::parse_from(args);
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            // Usage errors exit 1 like every other error; help and version 0.
+            return if e.use_stderr() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
     match run(&cli, &flags) {
         Ok(code) => code,
         Err(msg) => {
@@ -82,6 +93,8 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli, flags: &[PassFlag]) -> Result<ExitCode, String> {
+    // Fail early on a bad pipeline, before reading any input.
+    efir_driver::build_pipeline(flags)?;
     let (name, src) = if cli.input == "-" {
         let mut s = String::new();
         std::io::stdin()
@@ -93,8 +106,6 @@ fn run(cli: &Cli, flags: &[PassFlag]) -> Result<ExitCode, String> {
             .map_err(|e| format!("cannot read `{}`: {e}", cli.input))?;
         (cli.input.clone(), s)
     };
-    // Fail early on a bad pipeline, before reading any case.
-    efir_driver::build_pipeline(flags)?;
     let color = match cli.color.as_str() {
         "always" => true,
         "never" => false,
@@ -124,8 +135,9 @@ fn run(cli: &Cli, flags: &[PassFlag]) -> Result<ExitCode, String> {
             }
         }
         let diags = if cli.verify_diagnostics {
+            let line_offset = efir_diagnostics::line_of(&src, case.offset) - 1;
             match expected::parse_expected(case.text) {
-                Ok(ex) => expected::check(case.text, &ex, &out.diags),
+                Ok(ex) => expected::check(case.text, line_offset, &ex, &out.diags),
                 Err(d) => vec![d],
             }
         } else {
@@ -150,7 +162,7 @@ fn run(cli: &Cli, flags: &[PassFlag]) -> Result<ExitCode, String> {
         }
     }
     let text = outputs.join(&format!("{}\n", split::SEPARATOR));
-    match &cli.output {
+    match cli.output.as_deref().filter(|p| *p != "-") {
         Some(path) => {
             std::fs::write(path, &text).map_err(|e| format!("cannot write `{path}`: {e}"))?
         }

@@ -255,19 +255,19 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
 }
 
 fn report(i: usize, name: &str, t: &Tensor, bad: &mut bool) {
-    let n = t.data.len().max(1) as f64;
     let nan = t.data.iter().filter(|v| v.is_nan()).count();
     let inf = t.data.iter().filter(|v| v.is_infinite()).count();
     let finite: Vec<f64> = t.data.iter().copied().filter(|v| v.is_finite()).collect();
-    let mean = finite.iter().sum::<f64>() / n;
+    let mean = finite.iter().sum::<f64>() / finite.len().max(1) as f64;
     let min = finite.iter().copied().fold(f64::INFINITY, f64::min);
     let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let shape: Vec<String> = t.data.shape().iter().map(|d| d.to_string()).collect();
-    println!(
-        "out{i} %{name}: {}x{}  mean {mean:.6e}  min {min:.6e}  max {max:.6e}",
-        shape.join("x"),
-        t.dtype
-    );
+    let stats = if finite.is_empty() {
+        "no finite values".to_string()
+    } else {
+        format!("mean {mean:.6e}  min {min:.6e}  max {max:.6e}")
+    };
+    println!("out{i} %{name}: {}x{}  {stats}", shape.join("x"), t.dtype);
     if nan + inf > 0 {
         *bad = true;
         eprintln!("warning: output out{i} (%{name}) has {nan} NaN and {inf} infinite values");

@@ -38,7 +38,7 @@ fn non_dividing(m: &Module) -> bool {
     let dims = efir_interp::compare::axis_dims(m);
     tile_choices(m)
         .iter()
-        .any(|c| c.iter().any(|(a, t)| dims[a] % *t as u64 != 0))
+        .any(|c| c.iter().any(|(a, t)| !dims[a].is_multiple_of(*t as u64)))
 }
 
 #[test]
