@@ -50,6 +50,22 @@ pub struct CompareOptions {
     pub tiles: Vec<BTreeMap<String, usize>>,
 }
 
+impl CompareOptions {
+    /// Defaults for comparing function `func`: tolerance 1e-5 at f64
+    /// precision (exact math), 3 seeds per tile choice, tile choices derived
+    /// from the programs.
+    pub fn new(func: &str) -> CompareOptions {
+        CompareOptions {
+            func: func.to_string(),
+            tol: 1e-5,
+            trials: 3,
+            seed: 0,
+            precision: Precision::F64,
+            tiles: Vec::new(),
+        }
+    }
+}
+
 /// One trial's errors.
 #[derive(Clone, Debug)]
 pub struct Trial {

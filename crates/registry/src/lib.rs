@@ -31,6 +31,46 @@ pub fn all_semantics() -> efir_interp::SemanticsTable {
     .collect()
 }
 
+/// Run both modules on the same fresh random inputs (several seeds and
+/// tile choices, see [`efir_interp::compare`]) and return the report, or an
+/// error naming the worst output when they differ beyond the tolerance.
+pub fn check_equivalent(
+    a: &efir_ir::Module,
+    b: &efir_ir::Module,
+    opts: &efir_interp::compare::CompareOptions,
+) -> Result<efir_interp::compare::Report, String> {
+    let rep = efir_interp::compare::compare(a, b, &all_semantics(), opts)?;
+    if rep.ok {
+        return Ok(rep);
+    }
+    let worst = rep
+        .trials
+        .iter()
+        .max_by(|x, y| {
+            let m = |t: &efir_interp::compare::Trial| t.errors.iter().copied().fold(0.0, f64::max);
+            m(x).total_cmp(&m(y))
+        })
+        .map(|t| format!("seed {} tiles {:?} errors {:?}", t.seed, t.tiles, t.errors))
+        .unwrap_or_default();
+    Err(format!(
+        "`@{}` differs: max relative L2 {:.3e} > {:.1e} ({worst})",
+        opts.func, rep.max_error, opts.tol
+    ))
+}
+
+/// Panic unless the two modules compute the same function (for the tests
+/// of passes: the output program must equal the input program).
+#[track_caller]
+pub fn assert_equivalent(
+    a: &efir_ir::Module,
+    b: &efir_ir::Module,
+    opts: &efir_interp::compare::CompareOptions,
+) {
+    if let Err(e) = check_equivalent(a, b, opts) {
+        panic!("{e}");
+    }
+}
+
 /// Every pass, by flag name.
 pub fn all_passes() -> Vec<PassInfo> {
     vec![efir_transforms::canonicalize::INFO]

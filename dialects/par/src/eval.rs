@@ -107,12 +107,7 @@ type Group<'a> = (Vec<usize>, Vec<&'a Tile>);
 
 /// Group the tiles of `x` by their key without axis `at`, in coordinate
 /// order along it (`e` coordinates; replicated axes repeat their copy).
-fn groups(
-    x: &PTensor,
-    at: usize,
-    e: usize,
-    repl: bool,
-) -> Result<Vec<Group<'_>>, String> {
+fn groups(x: &PTensor, at: usize, e: usize, repl: bool) -> Result<Vec<Group<'_>>, String> {
     let mut out = Vec::new();
     for key in x.tiles.keys().filter(|k| k[at] == 0) {
         let tiles = (0..e)

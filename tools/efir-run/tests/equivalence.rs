@@ -214,3 +214,18 @@ fn native_precision_rounds_to_f16() {
     .unwrap();
     assert!(exact[0].data[[0]] > 1.0);
 }
+
+#[test]
+fn assert_equivalent_api() {
+    let a = load("examples/small/lora.efir");
+    let b = load("examples/tiled/lora_splitk.efir");
+    let o = CompareOptions::new("lora");
+    efir_registry::assert_equivalent(&a, &b, &o);
+    let wrong = load_text(
+        &std::fs::read_to_string(root().join("examples/small/lora.efir"))
+            .unwrap()
+            .replace("ew.add %xw, %xab", "ew.sub %xw, %xab"),
+    );
+    let err = efir_registry::check_equivalent(&a, &wrong, &o).unwrap_err();
+    assert!(err.contains("`@lora` differs"), "{err}");
+}
