@@ -106,6 +106,12 @@ pub struct OpDef {
     pub infer: InferFn,
     /// Scalar constant folding, for pointwise ops.
     pub fold: Option<FoldFn>,
+    /// Whether the result type is an input of the op (constants, reshape,
+    /// broadcast, cast) rather than fully inferred from operands and
+    /// attributes.
+    pub result_from_declared: bool,
+    /// Whether attributes beyond `attrs` are allowed (and not checked).
+    pub extra_attrs: bool,
 }
 
 /// Verifies an attribute term (such as a reducer).
@@ -133,7 +139,13 @@ pub struct DialectDef {
     pub ops: &'static [OpDef],
     /// Its attribute terms.
     pub terms: &'static [AttrTermDef],
+    /// Checks that span several ops of a function (run on every function
+    /// after its ops are verified).
+    pub verify_func: Option<FuncVerifyFn>,
 }
+
+/// A function-level verifier.
+pub type FuncVerifyFn = fn(&crate::module::Func, &Registry, &Signatures) -> Vec<Diag>;
 
 /// Function signatures of a module: name to (parameter types, result types).
 pub type Signatures = HashMap<String, (Vec<Type>, Vec<Type>)>;
@@ -196,6 +208,97 @@ impl Registry {
             )
             .with_label("not defined by any registered dialect")),
         }
+    }
+}
+
+impl Registry {
+    /// Infer the type of op `name` applied to operands of these types with
+    /// these attributes, outside any module (for e-graphs): arity and
+    /// attributes are checked as the verifier does. `declared` is required
+    /// for ops whose result type is an input ([`OpDef::result_from_declared`]).
+    pub fn infer_detached(
+        &self,
+        name: &str,
+        operands: &[&Type],
+        attrs: &IndexMap<String, Attr>,
+        declared: Option<&Type>,
+        sigs: &Signatures,
+    ) -> Result<Type, Diag> {
+        let span = Span::default();
+        let def = self.op(name).ok_or_else(|| {
+            Diag::error(codes::E0202, format!("unknown operation `{name}`"), span)
+        })?;
+        if !def.operands.allows(operands.len()) {
+            return Err(Diag::error(
+                codes::E0203,
+                format!("`{name}` applied to {} operands", operands.len()),
+                span,
+            ));
+        }
+        for spec in def.attrs {
+            match attrs.get(spec.name) {
+                Some(a) if spec.kind.matches(a) => {
+                    if spec.kind == AttrKind::Reducer {
+                        self.verify_term(
+                            a,
+                            &TermCtx {
+                                registry: self,
+                                sigs,
+                                span,
+                            },
+                        )?;
+                    }
+                }
+                _ => {
+                    return Err(Diag::error(
+                        codes::E0204,
+                        format!(
+                            "`{name}` needs attribute `{}` ({})",
+                            spec.name,
+                            spec.kind.describe()
+                        ),
+                        span,
+                    ))
+                }
+            }
+        }
+        let placeholder = Type::Tuple(Vec::new());
+        let declared = match (declared, def.result_from_declared) {
+            (Some(t), _) => t,
+            (None, false) => &placeholder,
+            (None, true) => {
+                return Err(Diag::error(
+                    codes::E0205,
+                    format!("`{name}` needs its result type"),
+                    span,
+                ))
+            }
+        };
+        let op = Op {
+            name: name.to_string(),
+            operands: Vec::new(),
+            attrs: attrs.clone(),
+            result: crate::module::ValueId(0),
+            span,
+            operand_spans: Vec::new(),
+            attr_spans: IndexMap::new(),
+        };
+        let cx = InferCtx {
+            op: &op,
+            operands: operands.to_vec(),
+            declared,
+            sigs,
+            registry: self,
+        };
+        let t = (def.infer)(&cx)?;
+        if def.result_from_declared && &t != declared {
+            return Err(Diag::error(
+                codes::E0205,
+                format!("`{name}` produces {t}, but {declared} was given"),
+                span,
+            ));
+        }
+        Ok(t)
     }
 }
 

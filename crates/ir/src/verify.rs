@@ -31,6 +31,11 @@ pub fn verify(m: &Module, registry: &Registry) -> Vec<Diag> {
     let mut diags = Vec::new();
     for f in &m.funcs {
         verify_func(f, &sigs, registry, &mut diags);
+        for d in registry.dialects() {
+            if let Some(check) = d.verify_func {
+                diags.extend(check(f, registry, &sigs));
+            }
+        }
     }
     diags
 }
@@ -163,7 +168,7 @@ fn verify_func(f: &Func, sigs: &Signatures, registry: &Registry, diags: &mut Vec
             }
         }
         for name in op.attrs.keys() {
-            if !def.attrs.iter().any(|s| s.name == name) {
+            if !def.extra_attrs && !def.attrs.iter().any(|s| s.name == name) {
                 diags.push(
                     Diag::error(
                         codes::E0204,

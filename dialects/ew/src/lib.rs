@@ -21,6 +21,7 @@ pub static DIALECT: DialectDef = DialectDef {
     summary: "Pointwise ops with numpy broadcasting, at tensor and tile level",
     ops: OPS,
     terms: &[],
+    verify_func: None,
 };
 
 /// Comparison predicates of `ew.cmp`.
@@ -36,6 +37,8 @@ macro_rules! op {
             attrs: &[],
             infer: $infer,
             fold: Some($fold),
+            result_from_declared: false,
+            extra_attrs: false,
         }
     };
 }
@@ -171,6 +174,8 @@ const OPS: &[OpDef] = &[
         }],
         infer: |cx| infer(cx, Kind::Compare, Linearity::None),
         fold: Some(fold_cmp as FoldFn),
+        result_from_declared: false,
+        extra_attrs: false,
     },
     OpDef {
         name: "ew.cast",
@@ -180,6 +185,8 @@ const OPS: &[OpDef] = &[
         attrs: &[],
         infer: infer_cast,
         fold: Some(|x, _| Some(x[0])),
+        result_from_declared: true,
+        extra_attrs: false,
     },
 ];
 

@@ -37,6 +37,8 @@ pub static DIALECT: DialectDef = DialectDef {
             attrs: &[DIM, AXIS],
             infer: infer_partition,
             fold: None,
+            result_from_declared: false,
+            extra_attrs: false,
         },
         OpDef {
             name: "par.replicate",
@@ -46,6 +48,8 @@ pub static DIALECT: DialectDef = DialectDef {
             attrs: &[AXIS],
             infer: infer_replicate,
             fold: None,
+            result_from_declared: false,
+            extra_attrs: false,
         },
         OpDef {
             name: "par.combine",
@@ -55,6 +59,8 @@ pub static DIALECT: DialectDef = DialectDef {
             attrs: &[DIM, AXIS],
             infer: infer_combine,
             fold: None,
+            result_from_declared: false,
+            extra_attrs: false,
         },
         OpDef {
             name: "par.reduce",
@@ -70,6 +76,8 @@ pub static DIALECT: DialectDef = DialectDef {
             ],
             infer: infer_reduce,
             fold: None,
+            result_from_declared: false,
+            extra_attrs: false,
         },
         OpDef {
             name: "par.collect",
@@ -79,9 +87,12 @@ pub static DIALECT: DialectDef = DialectDef {
             attrs: &[AXIS],
             infer: infer_collect,
             fold: None,
+            result_from_declared: false,
+            extra_attrs: false,
         },
     ],
     terms: &[],
+    verify_func: None,
 };
 
 /// Apply `f` to every tensor field of a value type.

@@ -52,6 +52,7 @@ pub static DIALECT: DialectDef = DialectDef {
             verify: verify_repair,
         },
     ],
+    verify_func: None,
 };
 
 /// The shape of a reducer's state and input tuples.

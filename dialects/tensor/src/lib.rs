@@ -25,6 +25,8 @@ pub static DIALECT: DialectDef = DialectDef {
             }],
             infer: infer_full,
             fold: None,
+            result_from_declared: true,
+            extra_attrs: false,
         },
         OpDef {
             name: "tensor.iota",
@@ -37,6 +39,8 @@ pub static DIALECT: DialectDef = DialectDef {
             }],
             infer: infer_iota,
             fold: None,
+            result_from_declared: true,
+            extra_attrs: false,
         },
         OpDef {
             name: "tensor.matmul",
@@ -46,6 +50,8 @@ pub static DIALECT: DialectDef = DialectDef {
             attrs: &[],
             infer: |cx| matmul::infer_matmul(cx, false),
             fold: None,
+            result_from_declared: false,
+            extra_attrs: false,
         },
         OpDef {
             name: "tensor.reduce",
@@ -64,6 +70,8 @@ pub static DIALECT: DialectDef = DialectDef {
             ],
             infer: infer_reduce,
             fold: None,
+            result_from_declared: false,
+            extra_attrs: false,
         },
         OpDef {
             name: "tensor.reshape",
@@ -73,6 +81,8 @@ pub static DIALECT: DialectDef = DialectDef {
             attrs: &[],
             infer: views::infer_reshape,
             fold: None,
+            result_from_declared: true,
+            extra_attrs: false,
         },
         OpDef {
             name: "tensor.transpose",
@@ -85,6 +95,8 @@ pub static DIALECT: DialectDef = DialectDef {
             }],
             infer: views::infer_transpose,
             fold: None,
+            result_from_declared: false,
+            extra_attrs: false,
         },
         OpDef {
             name: "tensor.broadcast",
@@ -94,6 +106,8 @@ pub static DIALECT: DialectDef = DialectDef {
             attrs: &[],
             infer: views::infer_broadcast,
             fold: None,
+            result_from_declared: true,
+            extra_attrs: false,
         },
         OpDef {
             name: "tensor.tuple",
@@ -107,6 +121,8 @@ pub static DIALECT: DialectDef = DialectDef {
                 ))
             },
             fold: None,
+            result_from_declared: false,
+            extra_attrs: false,
         },
         OpDef {
             name: "tensor.get",
@@ -119,9 +135,12 @@ pub static DIALECT: DialectDef = DialectDef {
             }],
             infer: infer_get,
             fold: None,
+            result_from_declared: false,
+            extra_attrs: false,
         },
     ],
     terms: &[],
+    verify_func: None,
 };
 
 fn constant_type(cx: &InferCtx<'_>) -> Result<TensorType, Diag> {

@@ -17,8 +17,11 @@ pub static DIALECT: DialectDef = DialectDef {
         attrs: &[],
         infer: |cx| efir_dialect_tensor::matmul::infer_matmul(cx, true),
         fold: None,
+        result_from_declared: false,
+        extra_attrs: false,
     }],
     terms: &[],
+    verify_func: None,
 };
 
 /// Interpreter semantics: the local product of the tiles at each
