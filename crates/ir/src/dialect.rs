@@ -38,6 +38,8 @@ pub enum AttrKind {
     Number,
     /// A `@symbol`.
     Symbol,
+    /// A string.
+    Str,
     /// One of the listed bare words.
     Word(&'static [&'static str]),
     /// An array of integers.
@@ -53,6 +55,7 @@ impl AttrKind {
             AttrKind::Int => "an integer".into(),
             AttrKind::Number => "a number".into(),
             AttrKind::Symbol => "a symbol `@name`".into(),
+            AttrKind::Str => "a string".into(),
             AttrKind::Word(ws) => format!("one of {}", ws.join(", ")),
             AttrKind::IntArray => "an array of integers".into(),
             AttrKind::Reducer => "a reducer `#red.*`".into(),
@@ -66,6 +69,7 @@ impl AttrKind {
             AttrKind::Int => matches!(a, Attr::Int(_)),
             AttrKind::Number => matches!(a, Attr::Int(_) | Attr::Float(_)),
             AttrKind::Symbol => matches!(a, Attr::Symbol(_)),
+            AttrKind::Str => matches!(a, Attr::Str(_)),
             AttrKind::Word(ws) => matches!(a, Attr::Word(w) if ws.contains(&w.as_str())),
             AttrKind::IntArray => a.as_int_array().is_some(),
             AttrKind::Reducer => matches!(a, Attr::Term(n, _) if n.starts_with("red.")),

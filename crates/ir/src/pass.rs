@@ -43,10 +43,13 @@ impl PassOptions {
     /// Parse `key=value,key=value` (an empty string gives no options).
     pub fn parse(s: &str) -> Result<PassOptions, String> {
         let mut values = IndexMap::new();
-        for item in s.split(',').filter(|i| !i.trim().is_empty()) {
-            let (k, v) = item
-                .split_once('=')
-                .ok_or_else(|| format!("option `{item}` is not of the form key=value"))?;
+        for (n, item) in s.split(',').filter(|i| !i.trim().is_empty()).enumerate() {
+            // A bare first item is the pass's mode: `--extract=greedy`.
+            let (k, v) = match item.split_once('=') {
+                Some(kv) => kv,
+                None if n == 0 => ("mode", item),
+                None => return Err(format!("option `{item}` is not of the form key=value")),
+            };
             if values
                 .insert(k.trim().to_string(), v.trim().to_string())
                 .is_some()
@@ -185,7 +188,11 @@ mod tests {
         assert_eq!(o.get_usize("a", 0), Ok(1));
         assert_eq!(o.get_bool("b", false), Ok(true));
         assert!(o.check_known("p", &["a"]).is_err());
-        assert!(PassOptions::parse("x").is_err());
+        assert_eq!(
+            PassOptions::parse("greedy").unwrap().values["mode"],
+            "greedy"
+        );
+        assert!(PassOptions::parse("a=1,x").is_err());
         assert!(PassOptions::parse("a=1,a=2").is_err());
         assert!(o.get_usize("b", 0).is_err());
     }

@@ -7,13 +7,14 @@ use efir_ir::pass::PassInfo;
 use efir_ir::Registry;
 
 /// Every dialect, in registration order.
-pub fn all_dialects() -> [&'static DialectDef; 5] {
+pub fn all_dialects() -> [&'static DialectDef; 6] {
     [
         &efir_dialect_ew::DIALECT,
         &efir_dialect_tensor::DIALECT,
         &efir_dialect_red::DIALECT,
         &efir_dialect_par::DIALECT,
         &efir_dialect_tile::DIALECT,
+        &efir_dialect_egraph::DIALECT,
     ]
 }
 
@@ -73,7 +74,11 @@ pub fn assert_equivalent(
 
 /// Every pass, by flag name.
 pub fn all_passes() -> Vec<PassInfo> {
-    vec![efir_transforms::canonicalize::INFO]
+    vec![
+        efir_transforms::canonicalize::INFO,
+        efir_egraph::saturate::INFO,
+        efir_egraph::extract::INFO,
+    ]
 }
 
 /// A registry with every dialect.

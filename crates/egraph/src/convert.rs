@@ -1,0 +1,350 @@
+//! Between functions and e-graphs: a function of value ops becomes an
+//! e-graph with its roots ([`from_func`]); an e-graph is written as an
+//! `egraph` dialect function ([`to_egraph_text`]) and read back
+//! ([`from_egraph_func`]); and a chosen e-node per e-class becomes a
+//! function of value ops again ([`to_func_text`]).
+
+use crate::analysis::{arg_leaf, operand_count, Ctx, Data, EGraph, TypeAnalysis};
+use efir_ir::{Attr, Func, Module, Type};
+use egg::{Id, SymbolLang};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+use std::rc::Rc;
+
+/// A function's e-graph: the graph, its roots and the function's header.
+pub struct Graph {
+    /// The e-graph.
+    pub egraph: EGraph,
+    /// One e-class per returned value.
+    pub roots: Vec<Id>,
+    /// The function's name.
+    pub name: String,
+    /// Parameter names and types.
+    pub params: Vec<(String, Type)>,
+    /// Result types.
+    pub results: Vec<Type>,
+}
+
+/// A registry of the value dialects (the ones e-nodes may use).
+pub fn value_registry() -> efir_ir::Registry {
+    let mut r = efir_ir::Registry::new();
+    for d in [
+        &efir_dialect_ew::DIALECT,
+        &efir_dialect_tensor::DIALECT,
+        &efir_dialect_red::DIALECT,
+        &efir_dialect_par::DIALECT,
+        &efir_dialect_tile::DIALECT,
+    ] {
+        r.register(d);
+    }
+    r
+}
+
+fn new_graph(f: &Func, m: &Module) -> Graph {
+    let params: Vec<(String, Type)> = f
+        .params
+        .iter()
+        .map(|p| (f.value(*p).name.clone(), f.ty(*p).clone()))
+        .collect();
+    let ctx = Rc::new(Ctx {
+        registry: value_registry(),
+        sigs: efir_ir::verify::signatures(m),
+        params: params.iter().map(|p| p.1.clone()).collect(),
+    });
+    Graph {
+        egraph: EGraph::new(TypeAnalysis::new(ctx)),
+        roots: Vec::new(),
+        name: f.name.clone(),
+        params,
+        results: f.results.clone(),
+    }
+}
+
+/// Add the attribute and declared-type leaves of an op to `children`.
+fn attr_children(
+    eg: &mut EGraph,
+    op: &str,
+    attrs: &indexmap::IndexMap<String, Attr>,
+    declared: &Type,
+    children: &mut Vec<Id>,
+) -> Result<(), String> {
+    let def = eg
+        .analysis
+        .ctx
+        .registry
+        .op(op)
+        .ok_or_else(|| format!("`{op}` is not a value op"))?;
+    for spec in def.attrs {
+        let a = attrs
+            .get(spec.name)
+            .cloned()
+            .ok_or_else(|| format!("`{op}` lacks attribute `{}`", spec.name))?;
+        let leaf = eg.analysis.attr_leaf(a);
+        children.push(eg.add(leaf));
+    }
+    if def.result_from_declared {
+        let leaf = eg
+            .analysis
+            .attr_leaf(Attr::Type(Box::new(declared.clone())));
+        children.push(eg.add(leaf));
+    }
+    Ok(())
+}
+
+/// The e-graph of a function of value ops.
+pub fn from_func(f: &Func, m: &Module) -> Result<Graph, String> {
+    let mut g = new_graph(f, m);
+    let eg = &mut g.egraph;
+    let mut ids: HashMap<efir_ir::ValueId, Id> = HashMap::new();
+    for (i, p) in f.params.iter().enumerate() {
+        ids.insert(*p, eg.add(arg_leaf(i)));
+    }
+    for op in &f.ops {
+        let mut children: Vec<Id> = op.operands.iter().map(|v| ids[v]).collect();
+        attr_children(eg, &op.name, &op.attrs, f.ty(op.result), &mut children)?;
+        let id = eg.add(SymbolLang::new(op.name.as_str(), children));
+        ids.insert(op.result, id);
+    }
+    g.roots = f.returns.iter().map(|v| ids[v]).collect();
+    eg.rebuild();
+    Ok(g)
+}
+
+/// The e-graph of an `egraph` dialect function.
+pub fn from_egraph_func(f: &Func, m: &Module) -> Result<Graph, String> {
+    let mut g = new_graph(f, m);
+    let eg = &mut g.egraph;
+    let mut classes: HashMap<i64, Id> = HashMap::new();
+    let mut pending: Vec<&efir_ir::Op> = f.ops.iter().filter(|o| o.name == "egraph.node").collect();
+    while !pending.is_empty() {
+        let before = pending.len();
+        let mut rest = Vec::new();
+        for op in pending {
+            let class = op.attrs.get("class").and_then(Attr::as_int).unwrap_or(-1);
+            let kids = op
+                .attrs
+                .get("children")
+                .and_then(Attr::as_int_array)
+                .unwrap_or_default();
+            let Some(mut children) = kids
+                .iter()
+                .map(|c| classes.get(c).copied())
+                .collect::<Option<Vec<Id>>>()
+            else {
+                rest.push(op);
+                continue;
+            };
+            let name = match op.attrs.get("op") {
+                Some(Attr::Str(s)) => s.clone(),
+                _ => return Err("`egraph.node` without op".into()),
+            };
+            let node = if name == "arg" {
+                arg_leaf(op.attrs.get("index").and_then(Attr::as_int).unwrap_or(0) as usize)
+            } else {
+                let attrs = efir_dialect_egraph::op_attrs(&op.attrs);
+                attr_children(eg, &name, &attrs, f.ty(op.result), &mut children)?;
+                SymbolLang::new(name.as_str(), children)
+            };
+            let id = eg.add(node);
+            match classes.get(&class) {
+                Some(&c) => {
+                    eg.union(c, id);
+                }
+                None => {
+                    classes.insert(class, id);
+                }
+            }
+        }
+        if rest.len() == before {
+            return Err(format!(
+                "{} e-nodes cannot be built: their e-classes form a cycle without a base",
+                rest.len()
+            ));
+        }
+        pending = rest;
+    }
+    eg.rebuild();
+    for op in f.ops.iter().filter(|o| o.name == "egraph.root") {
+        let class = op.attrs.get("class").and_then(Attr::as_int).unwrap_or(-1);
+        let id = classes
+            .get(&class)
+            .ok_or_else(|| format!("root e-class {class} does not exist"))?;
+        g.roots.push(eg.find(*id));
+    }
+    Ok(g)
+}
+
+fn header(g: &Graph, name: &str) -> String {
+    let ps: Vec<String> = g.params.iter().map(|(n, t)| format!("%{n}: {t}")).collect();
+    let rs: Vec<String> = g.results.iter().map(|t| t.to_string()).collect();
+    let res = match rs.len() {
+        0 => String::new(),
+        1 => format!(" -> {}", rs[0]),
+        _ => format!(" -> ({})", rs.join(", ")),
+    };
+    format!("func @{name}({}){res} {{\n", ps.join(", "))
+}
+
+/// The op attributes of an e-node (its attribute children), by name.
+pub fn node_attrs(eg: &EGraph, n: &SymbolLang) -> Vec<(String, Attr)> {
+    let reg = &eg.analysis.ctx.registry;
+    let Some(def) = reg.op(n.op.as_str()) else {
+        return Vec::new();
+    };
+    let k = operand_count(reg, n.op.as_str(), n.children.len()).unwrap_or(0);
+    def.attrs
+        .iter()
+        .zip(&n.children[k..])
+        .filter_map(|(s, c)| match &eg[*c].data {
+            Data::Attr(i) => Some((s.name.to_string(), eg.analysis.attrs[*i].clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The operand children of an e-node.
+pub fn node_operands<'a>(eg: &EGraph, n: &'a SymbolLang) -> &'a [Id] {
+    let k = operand_count(&eg.analysis.ctx.registry, n.op.as_str(), n.children.len()).unwrap_or(0);
+    &n.children[..k.min(n.children.len())]
+}
+
+fn attr_dict(attrs: &[(String, Attr)], extra: &str) -> String {
+    let mut items: Vec<String> = attrs.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    if !extra.is_empty() {
+        items.insert(0, extra.to_string());
+    }
+    if items.is_empty() {
+        String::new()
+    } else {
+        format!(" {{{}}}", items.join(", "))
+    }
+}
+
+/// The e-graph as an `egraph` dialect function (e-classes renumbered
+/// densely in id order; attribute e-classes are written inline).
+pub fn to_egraph_text(g: &Graph) -> String {
+    let eg = &g.egraph;
+    let mut number: BTreeMap<Id, usize> = BTreeMap::new();
+    let mut classes: Vec<_> = eg
+        .classes()
+        .filter(|c| matches!(c.data, Data::Value(_)))
+        .collect();
+    classes.sort_by_key(|c| c.id);
+    for c in &classes {
+        let n = number.len();
+        number.insert(c.id, n);
+    }
+    let mut s = header(g, &g.name);
+    let mut k = 0;
+    for c in &classes {
+        let Data::Value(ty) = &c.data else { continue };
+        let mut nodes: Vec<&SymbolLang> = c.nodes.iter().collect();
+        nodes.sort();
+        for n in nodes {
+            let cid = number[&c.id];
+            if let Some(i) = n.op.as_str().strip_prefix("arg") {
+                let _ = writeln!(
+                    s,
+                    "  %n{k} = egraph.node<{cid}, \"arg\", []> {{index = {i}}} : {ty}"
+                );
+            } else {
+                let kids: Vec<String> = node_operands(eg, n)
+                    .iter()
+                    .map(|c| number[&eg.find(*c)].to_string())
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "  %n{k} = egraph.node<{cid}, \"{}\", [{}]>{} : {ty}",
+                    n.op,
+                    kids.join(", "),
+                    attr_dict(&node_attrs(eg, n), "")
+                );
+            }
+            k += 1;
+        }
+    }
+    let mut rets = Vec::new();
+    for (j, r) in g.roots.iter().enumerate() {
+        let r = eg.find(*r);
+        let ty = eg[r].data.ty().cloned().unwrap_or(Type::Tuple(Vec::new()));
+        let _ = writeln!(s, "  %r{j} = egraph.root<{}> : {ty}", number[&r]);
+        rets.push((format!("%r{j}"), ty.to_string()));
+    }
+    let names: Vec<&str> = rets.iter().map(|r| r.0.as_str()).collect();
+    let tys: Vec<&str> = rets.iter().map(|r| r.1.as_str()).collect();
+    if rets.is_empty() {
+        s.push_str("  return\n}\n");
+    } else {
+        let _ = writeln!(s, "  return {} : {}\n}}", names.join(", "), tys.join(", "));
+    }
+    s
+}
+
+/// A function of value ops built from one chosen e-node per e-class
+/// (`choose(class)`), shared sub-terms emitted once, in the generic form.
+pub fn to_func_text(g: &Graph, choose: &dyn Fn(Id) -> SymbolLang) -> Result<String, String> {
+    let eg = &g.egraph;
+    let mut s = header(g, &g.name);
+    let mut names: HashMap<Id, String> = HashMap::new();
+    let mut k = 0;
+    // Iterative post-order over the chosen e-nodes.
+    let mut stack: Vec<(Id, bool)> = g.roots.iter().rev().map(|r| (eg.find(*r), false)).collect();
+    let mut on_path: std::collections::HashSet<Id> = std::collections::HashSet::new();
+    while let Some((c, expanded)) = stack.pop() {
+        if names.contains_key(&c) {
+            continue;
+        }
+        let n = choose(c);
+        if let Some(i) = n.op.as_str().strip_prefix("arg") {
+            let i: usize = i.parse().map_err(|_| "bad argument leaf".to_string())?;
+            names.insert(c, format!("%{}", g.params[i].0));
+            continue;
+        }
+        let ops: Vec<Id> = node_operands(eg, &n).iter().map(|x| eg.find(*x)).collect();
+        if !expanded {
+            if !on_path.insert(c) {
+                return Err("the chosen e-nodes form a cycle".into());
+            }
+            stack.push((c, true));
+            for o in ops.iter().rev() {
+                if !names.contains_key(o) {
+                    stack.push((*o, false));
+                }
+            }
+            continue;
+        }
+        on_path.remove(&c);
+        let args: Vec<String> = ops
+            .iter()
+            .map(|o| names.get(o).cloned().ok_or("operand not emitted"))
+            .collect::<Result<_, _>>()?;
+        let tys: Vec<String> = ops
+            .iter()
+            .map(|o| eg[*o].data.ty().map(|t| t.to_string()).unwrap_or_default())
+            .collect();
+        let ty = eg[c].data.ty().ok_or("a value e-class without a type")?;
+        let name = format!("%_{k}");
+        k += 1;
+        let _ = writeln!(
+            s,
+            "  {name} = \"{}\"({}){} : ({}) -> {ty}",
+            n.op,
+            args.join(", "),
+            attr_dict(&node_attrs(eg, &n), ""),
+            tys.join(", ")
+        );
+        names.insert(c, name);
+    }
+    let rets: Vec<String> = g
+        .roots
+        .iter()
+        .map(|r| names[&eg.find(*r)].clone())
+        .collect();
+    let tys: Vec<String> = g.results.iter().map(|t| t.to_string()).collect();
+    if rets.is_empty() {
+        s.push_str("  return\n}\n");
+    } else {
+        let _ = writeln!(s, "  return {} : {}\n}}", rets.join(", "), tys.join(", "));
+    }
+    Ok(s)
+}

@@ -1,0 +1,163 @@
+//! `--extract=greedy`: one program per e-graph function, choosing in every
+//! e-class the e-node of least estimated cost: bytes moved through global
+//! memory plus a fixed cost per kernel launch. Values under parallel axes
+//! stay inside a kernel; values without parallel state are materialized.
+
+use crate::analysis::{Data, EGraph};
+use crate::convert::to_func_text;
+use crate::saturate::{graph_of, lambda_text};
+use efir_diagnostics::{codes, Diag};
+use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
+use efir_ir::{Dim, Module, Type};
+use egg::{CostFunction, Extractor, Id, Language, SymbolLang};
+use serde_json::json;
+
+/// Registration of `--extract`.
+pub const INFO: PassInfo = PassInfo {
+    name: "extract",
+    summary:
+        "Extract one program per e-graph (greedy, by estimated global-memory bytes and launches)",
+    options: &[
+        ("mode", "greedy (the only mode; the default)"),
+        (
+            "launch-bytes",
+            "cost of a kernel launch in bytes (default 65536)",
+        ),
+    ],
+    create: |o| Ok(Box::new(Extract::from_options(o)?)),
+};
+
+/// The pass.
+pub struct Extract {
+    launch: f64,
+}
+
+impl Extract {
+    /// From pass options.
+    pub fn from_options(o: &PassOptions) -> Result<Extract, String> {
+        o.check_known("extract", &["mode", "launch-bytes"])?;
+        match o.values.get("mode").map(String::as_str) {
+            None | Some("greedy") => {}
+            Some(m) => return Err(format!("unknown extraction mode `{m}` (modes: greedy)")),
+        }
+        Ok(Extract {
+            launch: o.get_usize("launch-bytes", 65536)? as f64,
+        })
+    }
+}
+
+/// Bytes of a value (symbolic dims count as 64).
+pub fn bytes(t: &Type) -> f64 {
+    t.leaves()
+        .iter()
+        .map(|t| {
+            let n: f64 = t
+                .shape
+                .iter()
+                .map(|d| match d {
+                    Dim::Static(n) => *n as f64,
+                    Dim::Axis(_) => 64.0,
+                })
+                .product();
+            let w = match t.dtype {
+                efir_ir::DType::F16 | efir_ir::DType::BF16 => 2.0,
+                efir_ir::DType::F32 | efir_ir::DType::I32 => 4.0,
+                efir_ir::DType::F64 | efir_ir::DType::I64 => 8.0,
+                efir_ir::DType::I1 => 1.0,
+            };
+            n * w
+        })
+        .sum()
+}
+
+/// The cost model.
+pub struct GlobalMemoryCost<'a> {
+    /// The e-graph (for types).
+    pub eg: &'a EGraph,
+    /// Cost of one launch, in bytes.
+    pub launch: f64,
+}
+
+impl GlobalMemoryCost<'_> {
+    fn node_cost(&self, n: &SymbolLang) -> f64 {
+        let op = n.op.as_str();
+        if op.starts_with("#a") || op.starts_with("arg") {
+            return 0.0;
+        }
+        let Some(Data::Value(t)) = self.eg.lookup(n.clone()).map(|id| &self.eg[id].data) else {
+            return f64::INFINITY;
+        };
+        let free = t.leaves().iter().all(|l| l.state.is_empty());
+        match op {
+            "tensor.full" | "tensor.iota" => 1.0,
+            "par.partition" | "par.replicate" => 1.0,
+            "par.collect" => 2.0 * bytes(t) + self.launch,
+            _ if !free => 1.0,
+            "par.combine" | "par.reduce" => bytes(t),
+            "tensor.tuple" | "tensor.get" => 1.0,
+            _ => bytes(t) + self.launch,
+        }
+    }
+}
+
+impl CostFunction<SymbolLang> for GlobalMemoryCost<'_> {
+    type Cost = f64;
+    fn cost<C>(&mut self, enode: &SymbolLang, mut costs: C) -> f64
+    where
+        C: FnMut(Id) -> f64,
+    {
+        let kids: f64 = enode.children().iter().map(|c| costs(*c)).sum();
+        kids + self.node_cost(enode)
+    }
+}
+
+impl Pass for Extract {
+    fn name(&self) -> &'static str {
+        "extract"
+    }
+
+    fn run(&mut self, m: &mut Module, cx: &mut PassContext<'_>) -> Result<(), PassFailed> {
+        let (mut text, lambdas) = lambda_text(m, cx.registry);
+        let mut total = 0.0;
+        for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
+            let fail = |cx: &mut PassContext<'_>, e: String| {
+                cx.diags.push(Diag::error(
+                    codes::E0703,
+                    format!("`@{}`: {e}", f.name),
+                    f.span,
+                ));
+                PassFailed
+            };
+            let g = graph_of(f, m).map_err(|e| fail(cx, e))?;
+            let ex = Extractor::new(
+                &g.egraph,
+                GlobalMemoryCost {
+                    eg: &g.egraph,
+                    launch: self.launch,
+                },
+            );
+            for r in &g.roots {
+                total += ex.find_best_cost(*r);
+            }
+            let body =
+                to_func_text(&g, &|c| ex.find_best_node(c).clone()).map_err(|e| fail(cx, e))?;
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&body);
+        }
+        let (new, diags) = efir_ir::parse_and_verify(&text, cx.registry);
+        if !diags.is_empty() {
+            cx.diags.extend(diags.into_iter().map(|d| Diag {
+                message: format!("in the extracted program: {}", d.message),
+                span: efir_diagnostics::Span::default(),
+                ..d
+            }));
+            return Err(PassFailed);
+        }
+        *m = new;
+        cx.stats.insert("mode".into(), json!("greedy"));
+        cx.stats.insert("cost".into(), json!(total));
+        Ok(())
+    }
+}

@@ -1,0 +1,259 @@
+//! Algebraic rewrites (real arithmetic): matmul associativity and
+//! distributivity, scaling and division moved across a matmul, and
+//! exp/log and reduction identities. Commutativity and associativity of
+//! pointwise ops are not included: they bloat the e-graph.
+
+use super::{node, rule, Match, Rhs, RuleDef};
+use efir_ir::{Dim, TensorType};
+
+/// A per-row scale of a matmul's left operand: broadcast along its last
+/// dim (the contraction), at least a matrix.
+fn per_row(s: &TensorType) -> bool {
+    s.rank() >= 2 && s.shape.last() == Some(&Dim::Static(1))
+}
+
+fn no_state(ts: &[Option<&TensorType>]) -> bool {
+    ts.iter().all(|t| t.is_some_and(|t| t.state.is_empty()))
+}
+
+/// The algebraic rules.
+pub fn rules() -> Vec<RuleDef> {
+    let f = "algebraic";
+    vec![
+        rule(
+            f,
+            "alg.matmul-assoc-right",
+            "(A·B)·C == A·(B·C)",
+            "(tensor.matmul (tensor.matmul ?a ?b) ?c)",
+            |m: &Match<'_>| {
+                vec![node(
+                    "tensor.matmul",
+                    vec![
+                        m.class("?a"),
+                        node("tensor.matmul", vec![m.class("?b"), m.class("?c")]),
+                    ],
+                )]
+            },
+        ),
+        rule(
+            f,
+            "alg.matmul-assoc-left",
+            "A·(B·C) == (A·B)·C",
+            "(tensor.matmul ?a (tensor.matmul ?b ?c))",
+            |m: &Match<'_>| {
+                vec![node(
+                    "tensor.matmul",
+                    vec![
+                        node("tensor.matmul", vec![m.class("?a"), m.class("?b")]),
+                        m.class("?c"),
+                    ],
+                )]
+            },
+        ),
+        rule(
+            f,
+            "alg.matmul-factor-left",
+            "A·B + A·C == A·(B + C)",
+            "(ew.add (tensor.matmul ?a ?b) (tensor.matmul ?a ?c))",
+            |m: &Match<'_>| {
+                vec![node(
+                    "tensor.matmul",
+                    vec![
+                        m.class("?a"),
+                        node("ew.add", vec![m.class("?b"), m.class("?c")]),
+                    ],
+                )]
+            },
+        ),
+        rule(
+            f,
+            "alg.matmul-factor-right",
+            "A·C + B·C == (A + B)·C",
+            "(ew.add (tensor.matmul ?a ?c) (tensor.matmul ?b ?c))",
+            |m: &Match<'_>| {
+                vec![node(
+                    "tensor.matmul",
+                    vec![
+                        node("ew.add", vec![m.class("?a"), m.class("?b")]),
+                        m.class("?c"),
+                    ],
+                )]
+            },
+        ),
+        rule(
+            f,
+            "alg.scale-after-matmul",
+            "(s ⊙ X)·W == s ⊙ (X·W) for per-row s",
+            "(tensor.matmul (ew.mul ?s ?x) ?w)",
+            |m: &Match<'_>| {
+                if !no_state(&[m.tensor("?s"), m.tensor("?x"), m.tensor("?w")])
+                    || !m.tensor("?s").is_some_and(per_row)
+                {
+                    return vec![];
+                }
+                vec![node(
+                    "ew.mul",
+                    vec![
+                        m.class("?s"),
+                        node("tensor.matmul", vec![m.class("?x"), m.class("?w")]),
+                    ],
+                )]
+            },
+        ),
+        rule(
+            f,
+            "alg.scale-after-matmul-rhs",
+            "(X ⊙ s)·W == (X·W) ⊙ s for per-row s",
+            "(tensor.matmul (ew.mul ?x ?s) ?w)",
+            |m: &Match<'_>| {
+                if !no_state(&[m.tensor("?s"), m.tensor("?x"), m.tensor("?w")])
+                    || !m.tensor("?s").is_some_and(per_row)
+                {
+                    return vec![];
+                }
+                vec![node(
+                    "ew.mul",
+                    vec![
+                        node("tensor.matmul", vec![m.class("?x"), m.class("?w")]),
+                        m.class("?s"),
+                    ],
+                )]
+            },
+        ),
+        rule(
+            f,
+            "alg.scale-before-matmul",
+            "s ⊙ (X·W) == (s ⊙ X)·W for per-row s",
+            "(ew.mul ?s (tensor.matmul ?x ?w))",
+            |m: &Match<'_>| {
+                if !no_state(&[m.tensor("?s"), m.tensor("?x"), m.tensor("?w")])
+                    || !m.tensor("?s").is_some_and(per_row)
+                {
+                    return vec![];
+                }
+                vec![node(
+                    "tensor.matmul",
+                    vec![
+                        node("ew.mul", vec![m.class("?s"), m.class("?x")]),
+                        m.class("?w"),
+                    ],
+                )]
+            },
+        ),
+        rule(
+            f,
+            "alg.div-after-matmul",
+            "(X / s)·W == (X·W) / s for per-row s",
+            "(tensor.matmul (ew.div ?x ?s) ?w)",
+            |m: &Match<'_>| {
+                if !no_state(&[m.tensor("?s"), m.tensor("?x"), m.tensor("?w")])
+                    || !m.tensor("?s").is_some_and(per_row)
+                {
+                    return vec![];
+                }
+                vec![node(
+                    "ew.div",
+                    vec![
+                        node("tensor.matmul", vec![m.class("?x"), m.class("?w")]),
+                        m.class("?s"),
+                    ],
+                )]
+            },
+        ),
+        rule(
+            f,
+            "alg.div-before-matmul",
+            "(X·W) / s == (X / s)·W for per-row s",
+            "(ew.div (tensor.matmul ?x ?w) ?s)",
+            |m: &Match<'_>| {
+                if !no_state(&[m.tensor("?s"), m.tensor("?x"), m.tensor("?w")])
+                    || !m.tensor("?s").is_some_and(per_row)
+                {
+                    return vec![];
+                }
+                vec![node(
+                    "tensor.matmul",
+                    vec![
+                        node("ew.div", vec![m.class("?x"), m.class("?s")]),
+                        m.class("?w"),
+                    ],
+                )]
+            },
+        ),
+        rule(
+            f,
+            "alg.exp-of-sum",
+            "exp(a + b) == exp(a) ⊙ exp(b)",
+            "(ew.exp (ew.add ?a ?b))",
+            |m: &Match<'_>| {
+                vec![node(
+                    "ew.mul",
+                    vec![
+                        node("ew.exp", vec![m.class("?a")]),
+                        node("ew.exp", vec![m.class("?b")]),
+                    ],
+                )]
+            },
+        ),
+        rule(
+            f,
+            "alg.exp-of-difference",
+            "exp(a - b) == exp(a) / exp(b)",
+            "(ew.exp (ew.sub ?a ?b))",
+            |m: &Match<'_>| {
+                vec![node(
+                    "ew.div",
+                    vec![
+                        node("ew.exp", vec![m.class("?a")]),
+                        node("ew.exp", vec![m.class("?b")]),
+                    ],
+                )]
+            },
+        ),
+        rule(
+            f,
+            "alg.log-of-exp",
+            "log(exp(x)) == x",
+            "(ew.log (ew.exp ?x))",
+            |m: &Match<'_>| vec![m.class("?x")],
+        ),
+        rule(
+            f,
+            "alg.sum-of-scaled",
+            "sum_d(s ⊙ X) == s' ⊙ sum_d(X) for s broadcast along d",
+            "(tensor.reduce (ew.mul ?s ?x) ?r ?d)",
+            |m: &Match<'_>| {
+                let (Some(s), Some(x), Some(d), Some(r)) =
+                    (m.tensor("?s"), m.tensor("?x"), m.int("?d"), m.attr("?r"))
+                else {
+                    return vec![];
+                };
+                if !efir_dialect_red::is_sum(r)
+                    || s.rank() != x.rank()
+                    || s.shape[d] != Dim::Static(1)
+                    || !s.state.is_empty()
+                    || !x.state.is_empty()
+                {
+                    return vec![];
+                }
+                // s' is s with dim d dropped (a reshape).
+                let mut shape = s.shape.clone();
+                shape.remove(d);
+                let t = efir_ir::Attr::Type(Box::new(efir_ir::Type::Tensor(TensorType::new(
+                    s.dtype, shape,
+                ))));
+                let s1 = node("tensor.reshape", vec![m.class("?s"), Rhs::Attr(t)]);
+                vec![node(
+                    "ew.mul",
+                    vec![
+                        s1,
+                        node(
+                            "tensor.reduce",
+                            vec![m.class("?x"), m.class("?r"), m.class("?d")],
+                        ),
+                    ],
+                )]
+            },
+        ),
+    ]
+}

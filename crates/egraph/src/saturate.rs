@@ -1,0 +1,235 @@
+//! `--saturate`: turns each function into an e-graph, applies the rule
+//! families until saturation or a limit, and writes the e-graph as an
+//! `egraph` dialect function (which can be saturated further). Functions
+//! that reducers refer to (`@f`, `@h`) are kept as they are.
+
+use crate::convert::{from_egraph_func, from_func, to_egraph_text, Graph};
+use crate::rules::{rules, FAMILIES};
+use efir_diagnostics::{codes, Diag};
+use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
+use efir_ir::{print_module, Attr, AxisState, Module, PrintOptions, Type};
+use egg::{Runner, StopReason};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// Registration of `--saturate`.
+pub const INFO: PassInfo = PassInfo {
+    name: "saturate",
+    summary: "Equality saturation: the module's functions become e-graphs",
+    options: &[
+        (
+            "families",
+            "rule families separated by `+` or given once each (default: all)",
+        ),
+        ("iter-limit", "maximum iterations (default 30)"),
+        ("node-limit", "maximum e-nodes (default 20000)"),
+        ("time-limit", "maximum seconds (default 10)"),
+    ],
+    create: |o| Ok(Box::new(Saturate::from_options(o)?)),
+};
+
+/// The pass.
+pub struct Saturate {
+    families: Vec<String>,
+    iter_limit: usize,
+    node_limit: usize,
+    time_limit: f64,
+}
+
+impl Saturate {
+    /// From pass options.
+    pub fn from_options(o: &PassOptions) -> Result<Saturate, String> {
+        o.check_known(
+            "saturate",
+            &["families", "iter-limit", "node-limit", "time-limit"],
+        )?;
+        let families: Vec<String> = match o.values.get("families") {
+            None => FAMILIES.iter().map(|s| s.to_string()).collect(),
+            Some(v) => v
+                .split(['+', ' '])
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect(),
+        };
+        for f in &families {
+            if !FAMILIES.contains(&f.as_str()) {
+                return Err(format!(
+                    "unknown rule family `{f}` (families: {})",
+                    FAMILIES.join(", ")
+                ));
+            }
+        }
+        let time_limit = match o.values.get("time-limit") {
+            None => 10.0,
+            Some(v) => v.parse::<f64>().ok().filter(|t| *t > 0.0).ok_or_else(|| {
+                format!("option `time-limit` must be a positive number of seconds, found `{v}`")
+            })?,
+        };
+        Ok(Saturate {
+            families,
+            iter_limit: o.get_usize("iter-limit", 30)?,
+            node_limit: o.get_usize("node-limit", 20_000)?,
+            time_limit,
+        })
+    }
+}
+
+/// Functions named by reducers (`f = @f`, `h = @h`) anywhere in the module.
+pub fn reducer_functions(m: &Module) -> BTreeSet<String> {
+    fn walk(a: &Attr, out: &mut BTreeSet<String>) {
+        match a {
+            Attr::Symbol(s) => {
+                out.insert(s.clone());
+            }
+            Attr::Term(_, args) => args.iter().for_each(|(_, a)| walk(a, out)),
+            Attr::Array(v) => v.iter().for_each(|a| walk(a, out)),
+            Attr::Type(t) => walk_type(t, out),
+            _ => {}
+        }
+    }
+    fn walk_type(t: &Type, out: &mut BTreeSet<String>) {
+        for l in t.leaves() {
+            for s in l.state.values() {
+                if let AxisState::Partial(r) = s {
+                    walk(r, out);
+                }
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    for f in &m.funcs {
+        for v in &f.values {
+            walk_type(&v.ty, &mut out);
+        }
+        for op in &f.ops {
+            for a in op.attrs.values() {
+                if let Attr::Term(..) = a {
+                    walk(a, &mut out);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The e-graph of a function, whether it is already an e-graph or not.
+pub fn graph_of(f: &efir_ir::Func, m: &Module) -> Result<Graph, String> {
+    if f.ops.iter().any(|o| o.name == "egraph.node") {
+        from_egraph_func(f, m)
+    } else {
+        from_func(f, m)
+    }
+}
+
+/// Print the functions of `m` that reducers use (kept unchanged).
+pub fn lambda_text(m: &Module, registry: &efir_ir::Registry) -> (String, BTreeSet<String>) {
+    let names = reducer_functions(m);
+    let keep = Module {
+        funcs: m
+            .funcs
+            .iter()
+            .filter(|f| names.contains(&f.name))
+            .cloned()
+            .collect(),
+    };
+    (
+        print_module(&keep, registry, PrintOptions::default()),
+        names,
+    )
+}
+
+fn stop_name(r: &Option<StopReason>) -> &'static str {
+    match r {
+        Some(StopReason::Saturated) => "saturated",
+        Some(StopReason::IterationLimit(_)) => "iter-limit",
+        Some(StopReason::NodeLimit(_)) => "node-limit",
+        Some(StopReason::TimeLimit(_)) => "time-limit",
+        Some(StopReason::Other(_)) | None => "other",
+    }
+}
+
+impl Pass for Saturate {
+    fn name(&self) -> &'static str {
+        "saturate"
+    }
+
+    fn run(&mut self, m: &mut Module, cx: &mut PassContext<'_>) -> Result<(), PassFailed> {
+        let fams: Vec<&str> = self.families.iter().map(String::as_str).collect();
+        let defs = rules(&fams);
+        let rewrites: Vec<_> = defs.iter().map(|r| r.rewrite()).collect();
+        let (mut text, lambdas) = lambda_text(m, cx.registry);
+        let (mut enodes, mut eclasses, mut iterations) = (0usize, 0usize, 0usize);
+        let mut applied: Map<String, Value> = Map::new();
+        let mut stop = "saturated";
+        for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
+            let g = graph_of(f, m).map_err(|e| {
+                cx.diags.push(Diag::error(
+                    codes::E0703,
+                    format!("`@{}`: {e}", f.name),
+                    f.span,
+                ));
+                PassFailed
+            })?;
+            let ctx = g.egraph.analysis.ctx.clone();
+            let runner: Runner<_, _, ()> = Runner::new(crate::analysis::TypeAnalysis::new(ctx))
+                .with_egraph(g.egraph)
+                .with_iter_limit(self.iter_limit)
+                .with_node_limit(self.node_limit)
+                .with_time_limit(Duration::from_secs_f64(self.time_limit))
+                .run(&rewrites);
+            let reason = stop_name(&runner.stop_reason);
+            if reason != "saturated" {
+                stop = reason;
+            }
+            iterations += runner.iterations.len();
+            for it in &runner.iterations {
+                for (rule, n) in &it.applied {
+                    let e = applied.entry(rule.to_string()).or_insert(json!(0));
+                    *e = json!(e.as_u64().unwrap_or(0) + *n as u64);
+                }
+            }
+            let mut eg = runner.egraph;
+            eg.rebuild();
+            if !eg.analysis.errors.is_empty() {
+                for e in &eg.analysis.errors {
+                    cx.diags.push(
+                        Diag::error(codes::E0705, format!("`@{}`: {e}", f.name), f.span)
+                            .with_note("this is a bug in a rewrite rule"),
+                    );
+                }
+                return Err(PassFailed);
+            }
+            enodes += eg.total_size();
+            eclasses += eg.number_of_classes();
+            let roots = g.roots.iter().map(|r| eg.find(*r)).collect();
+            let g = Graph {
+                egraph: eg,
+                roots,
+                ..g
+            };
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&to_egraph_text(&g));
+        }
+        let (new, diags) = efir_ir::parse_and_verify(&text, cx.registry);
+        if !diags.is_empty() {
+            cx.diags.extend(diags.into_iter().map(|d| Diag {
+                message: format!("in the saturated e-graph: {}", d.message),
+                span: efir_diagnostics::Span::default(),
+                ..d
+            }));
+            return Err(PassFailed);
+        }
+        *m = new;
+        cx.stats.insert("enodes".into(), json!(enodes));
+        cx.stats.insert("eclasses".into(), json!(eclasses));
+        cx.stats.insert("iterations".into(), json!(iterations));
+        cx.stats.insert("stop_reason".into(), json!(stop));
+        cx.stats.insert("families".into(), json!(self.families));
+        cx.stats
+            .insert("rules_applied".into(), Value::Object(applied));
+        Ok(())
+    }
+}
