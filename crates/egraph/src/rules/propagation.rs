@@ -42,6 +42,43 @@ fn partition_binary(m: &Match<'_>, op: &str, extra: Vec<Rhs>) -> Vec<Rhs> {
     vec![node(op, kids)]
 }
 
+/// `part(select(C, A, B), d) == select(view(C), view(A), view(B))`.
+fn partition_select(m: &Match<'_>) -> Vec<Rhs> {
+    let (Some((d, p)), Some(r)) = (pd(m), m.ty()) else {
+        return vec![];
+    };
+    let mut kids = Vec::new();
+    for name in ["?c", "?a", "?b"] {
+        let Some(t) = m.tensor(name) else {
+            return vec![];
+        };
+        match aligned_view(m.class(name), t, r.rank(), d, &p, &r.shape) {
+            Some(v) => kids.push(v),
+            None => return vec![],
+        }
+    }
+    vec![node("ew.select", kids)]
+}
+
+/// `repl(cmp(A, B)) == cmp(repl(A), repl(B))`.
+fn replicate_cmp(m: &Match<'_>) -> Vec<Rhs> {
+    let Some(p) = m.axis("?p") else { return vec![] };
+    let (Some(a), Some(b)) = (m.tensor("?a"), m.tensor("?b")) else {
+        return vec![];
+    };
+    if has_axis(a, &p) || has_axis(b, &p) {
+        return vec![];
+    }
+    vec![node(
+        "ew.cmp",
+        vec![
+            replicate(m.class("?a"), &p),
+            replicate(m.class("?b"), &p),
+            m.class("?pred"),
+        ],
+    )]
+}
+
 /// `f(combine(X, d)) == combine(f(X), d)` for a unary pointwise `f`.
 fn combine_after_unary(m: &Match<'_>, op: &str) -> Vec<Rhs> {
     let Some((d, p)) = pd(m) else { return vec![] };
@@ -197,6 +234,11 @@ fn partition_broadcast(m: &Match<'_>) -> Vec<Rhs> {
     let (Some((d, p)), Some(r), Some(x)) = (pd(m), m.ty(), m.tensor("?x")) else {
         return vec![];
     };
+    // Only where the dim is not stretched: a replicated operand broadcasts
+    // to a replicated value, never to a partitioned one.
+    if efir_ir::shape::is_broadcast_along(&x.shape, r.rank(), d, &r.shape) {
+        return vec![];
+    }
     let (Some(vx), Some(t)) = (
         aligned_view(m.class("?x"), x, r.rank(), d, &p, &r.shape),
         declared_with(m, &p, AxisState::Part(d)),
@@ -388,6 +430,27 @@ pub fn rules() -> Vec<RuleDef> {
             repl,
         ));
     }
+    v.push(rule(
+        f,
+        "prop.partition-through-select",
+        "part(select(C, A, B), d) == select(view(C), view(A), view(B))",
+        "(par.partition (ew.select ?c ?a ?b) ?d ?p)",
+        partition_select,
+    ));
+    v.push(rule(
+        f,
+        "prop.replicate-through-select",
+        "repl(select(C, A, B)) == select(repl(C), repl(A), repl(B))",
+        "(par.replicate (ew.select ?a ?b ?c) ?p)",
+        |m| replicate_through(m, "ew.select", 3),
+    ));
+    v.push(rule(
+        f,
+        "prop.replicate-through-cmp",
+        "repl(cmp(A, B)) == cmp(repl(A), repl(B))",
+        "(par.replicate (ew.cmp ?a ?b ?pred) ?p)",
+        replicate_cmp,
+    ));
     v.push(rule(
         f,
         "prop.partition-through-cmp",
