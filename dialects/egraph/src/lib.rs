@@ -119,7 +119,7 @@ fn verify_egraph(f: &Func, registry: &Registry, sigs: &Signatures) -> Vec<Diag> 
             }
         }
     }
-    for op in &f.ops {
+    for op in f.ops.iter().filter(|o| o.dialect() == "egraph") {
         let class = op.attrs.get("class").and_then(Attr::as_int).unwrap_or(-1);
         let Some(cty) = classes.get(&class) else {
             diags.push(
