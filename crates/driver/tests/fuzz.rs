@@ -161,6 +161,24 @@ fn exercise(text: &str) {
         "canonicalize broke a valid module: {:?}",
         out.diags
     );
+    // Saturation (bounded) and extraction must work on every valid module.
+    let flags = [
+        PassFlag {
+            name: "saturate".into(),
+            options: "node-limit=300,iter-limit=3".into(),
+        },
+        PassFlag {
+            name: "extract".into(),
+            options: String::new(),
+        },
+    ];
+    let out = efir_driver::run_case(text, &reg, &flags, PrintOptions::default())
+        .expect("pipeline builds");
+    assert!(
+        out.diags.is_empty(),
+        "saturate/extract failed on a valid module: {:?}\n{text}",
+        out.diags
+    );
 }
 
 proptest! {

@@ -139,7 +139,7 @@ pub fn from_egraph_func(f: &Func, m: &Module) -> Result<Graph, String> {
                 _ => return Err("`egraph.node` without op".into()),
             };
             let node = if name == "arg" {
-                arg_leaf(op.attrs.get("index").and_then(Attr::as_int).unwrap_or(0) as usize)
+                arg_leaf(op.attrs.get("param").and_then(Attr::as_int).unwrap_or(0) as usize)
             } else {
                 let attrs = efir_dialect_egraph::op_attrs(&op.attrs);
                 attr_children(eg, &name, &attrs, f.ty(op.result), &mut children)?;
@@ -245,7 +245,7 @@ pub fn to_egraph_text(g: &Graph) -> String {
             if let Some(i) = n.op.as_str().strip_prefix("arg") {
                 let _ = writeln!(
                     s,
-                    "  %n{k} = egraph.node<{cid}, \"arg\", []> {{index = {i}}} : {ty}"
+                    "  %n{k} = egraph.node<{cid}, \"arg\", []> {{param = {i}}} : {ty}"
                 );
             } else {
                 let kids: Vec<String> = node_operands(eg, n)

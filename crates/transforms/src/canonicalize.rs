@@ -67,7 +67,13 @@ impl Pass for Canonicalize {
 
     fn run(&mut self, m: &mut Module, cx: &mut PassContext<'_>) -> Result<(), PassFailed> {
         let (mut folded, mut cse, mut dead, mut rounds) = (0, 0, 0, 0);
-        for f in &mut m.funcs {
+        // E-graph functions are not dataflow: their e-nodes are all live and
+        // name each other by e-class id. They are left alone.
+        for f in m
+            .funcs
+            .iter_mut()
+            .filter(|f| !f.ops.iter().any(|o| o.dialect() == "egraph"))
+        {
             loop {
                 rounds += 1;
                 let mut changed = 0;

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! func @f(%x: tensor<8x64xf16>, ...) -> tensor<8x32xf16> {
-//!   %n0 = egraph.node<0, "arg", []> {index = 0} : tensor<8x64xf16>
+//!   %n0 = egraph.node<0, "arg", []> {param = 0} : tensor<8x64xf16>
 //!   %n1 = egraph.node<2, "tensor.matmul", [0, 1]> : tensor<8x32xf16>
 //!   %n2 = egraph.node<2, "par.combine", [5]> {dim = 0, axis = @m64} : tensor<8x32xf16>
 //!   %r = egraph.root<2> : tensor<8x32xf16>
@@ -77,7 +77,7 @@ pub static DIALECT: DialectDef = DialectDef {
 pub fn op_attrs(attrs: &IndexMap<String, Attr>) -> IndexMap<String, Attr> {
     attrs
         .iter()
-        .filter(|(k, _)| !matches!(k.as_str(), "class" | "op" | "children" | "index"))
+        .filter(|(k, _)| !matches!(k.as_str(), "class" | "op" | "children" | "param"))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
@@ -177,7 +177,7 @@ fn verify_egraph(f: &Func, registry: &Registry, sigs: &Signatures) -> Vec<Diag> 
             continue;
         }
         let inferred = if name == "arg" {
-            let i = op.attrs.get("index").and_then(Attr::as_int).unwrap_or(-1);
+            let i = op.attrs.get("param").and_then(Attr::as_int).unwrap_or(-1);
             match usize::try_from(i).ok().and_then(|i| f.params.get(i)) {
                 Some(p) => Ok(f.ty(*p).clone()),
                 None => Err(Diag::error(

@@ -137,7 +137,8 @@ fn matmul_batch(m: &Match<'_>) -> Vec<Rhs> {
 
 /// reduce over an output dim `i`: `reduce(X, ρ, d) == combine_i( reduce(part(X, i), ρ, d) )`.
 fn reduce_out(m: &Match<'_>) -> Vec<Rhs> {
-    let (Some(x), Some(d)) = (m.tensor("?x"), m.int("?d")) else {
+    // Tuple results (reducers with several state fields) are not combined.
+    let (Some(x), Some(d), Some(_)) = (m.tensor("?x"), m.int("?d"), m.ty()) else {
         return vec![];
     };
     if has_partial(x) {
