@@ -89,6 +89,9 @@ impl GlobalMemoryCost<'_> {
         };
         let free = t.leaves().iter().all(|l| l.state.is_empty());
         match op {
+            // Tensor-level matmuls are skipped in favour of their tiled
+            // implementations (the paper's section 5), unless none exists.
+            "tensor.matmul" => 1e15,
             "tensor.full" | "tensor.iota" => 1.0,
             "par.partition" | "par.replicate" => 1.0,
             "par.collect" => 2.0 * bytes(t) + self.launch,
