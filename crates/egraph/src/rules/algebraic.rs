@@ -16,10 +16,63 @@ fn no_state(ts: &[Option<&TensorType>]) -> bool {
     ts.iter().all(|t| t.is_some_and(|t| t.state.is_empty()))
 }
 
+/// `cast(a ⊙ b) == cast(a) ⊙ cast(b)` (real arithmetic: a cast changes
+/// only the precision).
+fn cast_of_mul(m: &Match<'_>) -> Vec<Rhs> {
+    let (Some(a), Some(b), Some(r)) = (m.tensor("?a"), m.tensor("?b"), m.ty()) else {
+        return vec![];
+    };
+    let ty = |t: &TensorType| {
+        Rhs::Attr(efir_ir::Attr::Type(Box::new(efir_ir::Type::Tensor(
+            t.with_dtype(r.dtype),
+        ))))
+    };
+    vec![node(
+        "ew.mul",
+        vec![
+            node("ew.cast", vec![m.class("?a"), ty(a)]),
+            node("ew.cast", vec![m.class("?b"), ty(b)]),
+        ],
+    )]
+}
+
+/// `(X ⊙ s) ⊙ G == s ⊙ (X ⊙ G)` for a per-row `s` and a `G` that is not
+/// per-row: the per-row factor moves outward (a targeted associativity that
+/// exposes `(s ⊙ X)·W`).
+fn per_row_outward(m: &Match<'_>) -> Vec<Rhs> {
+    let (Some(s), Some(g), Some(x)) = (m.tensor("?s"), m.tensor("?g"), m.tensor("?x")) else {
+        return vec![];
+    };
+    if !per_row(s) || per_row(g) || per_row(x) {
+        return vec![];
+    }
+    vec![node(
+        "ew.mul",
+        vec![
+            m.class("?s"),
+            node("ew.mul", vec![m.class("?x"), m.class("?g")]),
+        ],
+    )]
+}
+
 /// The algebraic rules.
 pub fn rules() -> Vec<RuleDef> {
     let f = "algebraic";
     vec![
+        rule(
+            f,
+            "alg.cast-of-mul",
+            "cast(a ⊙ b) == cast(a) ⊙ cast(b)",
+            "(ew.cast (ew.mul ?a ?b) ?t)",
+            cast_of_mul,
+        ),
+        rule(
+            f,
+            "alg.per-row-factor-outward",
+            "(X ⊙ s) ⊙ G == s ⊙ (X ⊙ G) for per-row s",
+            "(ew.mul (ew.mul ?x ?s) ?g)",
+            per_row_outward,
+        ),
         rule(
             f,
             "alg.matmul-assoc-right",

@@ -1,0 +1,106 @@
+//! The derivations the saturated e-graph must contain: each target in
+//! `examples/derivations/` is a hand-written program that must (1) compute
+//! the same as its source under the interpreter and (2) already be in the
+//! e-graph of its saturated source: every op of the target is an e-node and
+//! its returns are the source's roots.
+
+use efir_egraph::analysis::TypeAnalysis;
+use efir_egraph::convert::{from_func, lookup_func, Graph};
+use efir_egraph::rules::{rules, FAMILIES};
+use efir_interp::compare::CompareOptions;
+use efir_ir::{parse_and_verify, Module};
+use egg::Runner;
+use std::path::Path;
+
+fn load(rel: &str) -> Module {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel);
+    let (m, d) = parse_and_verify(
+        &std::fs::read_to_string(&p).unwrap(),
+        &efir_registry::registry(),
+    );
+    assert!(d.is_empty(), "{rel}: {d:?}");
+    m
+}
+
+fn saturated(m: &Module) -> Graph {
+    let g = from_func(&m.funcs[0], m).unwrap();
+    let defs = rules(FAMILIES);
+    let rw: Vec<_> = defs.iter().map(|r| r.rewrite()).collect();
+    let ctx = g.egraph.analysis.ctx.clone();
+    let runner: Runner<_, _, ()> = Runner::new(TypeAnalysis::new(ctx))
+        .with_egraph(g.egraph)
+        .with_iter_limit(30)
+        .with_node_limit(50_000)
+        .run(&rw);
+    let eg = runner.egraph;
+    assert!(eg.analysis.errors.is_empty(), "{:?}", eg.analysis.errors);
+    let roots = g.roots.iter().map(|r| eg.find(*r)).collect();
+    Graph {
+        egraph: eg,
+        roots,
+        ..g
+    }
+}
+
+fn check(source: &str, target: &str) {
+    let (a, b) = (load(source), load(target));
+    efir_registry::assert_equivalent(&a, &b, &CompareOptions::new(&a.funcs[0].name));
+    let mut g = saturated(&a);
+    let found = lookup_func(&mut g, &b.funcs[0]);
+    assert_eq!(
+        found.as_ref(),
+        Some(&g.roots),
+        "{target} is not in the saturated e-graph of {source}"
+    );
+}
+
+#[test]
+fn rmsnorm_mlp_normalizes_after_both_projections_on_one_tiling() {
+    check(
+        "examples/small/rmsnorm_mlp.efir",
+        "examples/derivations/rmsnorm_mlp.efir",
+    );
+}
+
+#[test]
+fn lora_stores_partial_low_rank_products() {
+    check(
+        "examples/small/lora.efir",
+        "examples/derivations/lora_collect.efir",
+    );
+}
+
+#[test]
+fn lora_recomputes_low_rank_products_per_tile() {
+    check(
+        "examples/small/lora.efir",
+        "examples/derivations/lora_recompute.efir",
+    );
+}
+
+#[test]
+fn split_k_with_collect() {
+    check(
+        "examples/derivations/splitk_matmul.source.efir",
+        "examples/derivations/splitk_matmul.efir",
+    );
+}
+
+#[test]
+fn a_program_outside_the_egraph_is_not_found() {
+    // Equivalent to the source, but with an axis name no rule mints.
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/derivations/lora_recompute.efir"),
+    )
+    .unwrap()
+    .replace("@n64", "@cols");
+    let (b, d) = parse_and_verify(&text, &efir_registry::registry());
+    assert!(d.is_empty());
+    let a = load("examples/small/lora.efir");
+    efir_registry::assert_equivalent(&a, &b, &CompareOptions::new("lora"));
+    let mut g = saturated(&a);
+    assert_eq!(lookup_func(&mut g, &b.funcs[0]), None);
+}
