@@ -46,9 +46,11 @@ fn new_graph(f: &Func, m: &Module) -> Graph {
         .iter()
         .map(|p| (f.value(*p).name.clone(), f.ty(*p).clone()))
         .collect();
+    let mut sigs = efir_ir::verify::signatures(&crate::repairs::library_module());
+    sigs.extend(efir_ir::verify::signatures(m));
     let ctx = Rc::new(Ctx {
         registry: value_registry(),
-        sigs: efir_ir::verify::signatures(m),
+        sigs,
         params: params.iter().map(|p| p.1.clone()).collect(),
     });
     Graph {

@@ -114,6 +114,19 @@ impl CostFunction<SymbolLang> for GlobalMemoryCost<'_> {
     }
 }
 
+/// The repair-library functions (`@efir.*`) a program's text names.
+fn library_names_in(text: &str) -> std::collections::BTreeSet<String> {
+    text.match_indices("@efir.")
+        .map(|(i, _)| {
+            let rest = &text[i + 1..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+                .unwrap_or(rest.len());
+            rest[..end].to_string()
+        })
+        .collect()
+}
+
 impl Pass for Extract {
     fn name(&self) -> &'static str {
         "extract"
@@ -122,6 +135,7 @@ impl Pass for Extract {
     fn run(&mut self, m: &mut Module, cx: &mut PassContext<'_>) -> Result<(), PassFailed> {
         let (mut text, lambdas) = lambda_text(m, cx.registry);
         let mut total = 0.0;
+        let mut used_lib = std::collections::BTreeSet::new();
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
             let fail = |cx: &mut PassContext<'_>, e: String| {
                 cx.diags.push(Diag::error(
@@ -144,11 +158,13 @@ impl Pass for Extract {
             }
             let body =
                 to_func_text(&g, &|c| ex.find_best_node(c).clone()).map_err(|e| fail(cx, e))?;
+            used_lib.extend(library_names_in(&body));
             if !text.is_empty() {
                 text.push('\n');
             }
             text.push_str(&body);
         }
+        text.push_str(&crate::saturate::library_used(&used_lib, &lambdas));
         let (new, diags) = efir_ir::parse_and_verify(&text, cx.registry);
         if !diags.is_empty() {
             cx.diags.extend(diags.into_iter().map(|d| Diag {

@@ -7,5 +7,6 @@
 pub mod analysis;
 pub mod convert;
 pub mod extract;
+pub mod repairs;
 pub mod rules;
 pub mod saturate;

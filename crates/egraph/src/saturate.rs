@@ -113,6 +113,33 @@ pub fn reducer_functions(m: &Module) -> BTreeSet<String> {
     out
 }
 
+/// The repair-library functions (`@efir.*`) that reducers in `eg` use.
+pub fn library_refs(eg: &crate::analysis::EGraph) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    fn walk(a: &Attr, out: &mut BTreeSet<String>) {
+        match a {
+            Attr::Symbol(s) if s.starts_with("efir.") => {
+                out.insert(s.clone());
+            }
+            Attr::Term(_, args) => args.iter().for_each(|(_, a)| walk(a, out)),
+            _ => {}
+        }
+    }
+    for a in &eg.analysis.attrs {
+        walk(a, &mut out);
+    }
+    out
+}
+
+/// The text of the library functions used and not already in the module.
+pub fn library_used(used: &BTreeSet<String>, present: &BTreeSet<String>) -> String {
+    let missing: BTreeSet<String> = used.difference(present).cloned().collect();
+    if missing.is_empty() {
+        return String::new();
+    }
+    format!("\n{}", crate::repairs::used_text(&missing))
+}
+
 /// The e-graph of a function, whether it is already an e-graph or not.
 pub fn graph_of(f: &efir_ir::Func, m: &Module) -> Result<Graph, String> {
     if f.ops.iter().any(|o| o.name == "egraph.node") {
@@ -162,6 +189,7 @@ impl Pass for Saturate {
         let (mut enodes, mut eclasses, mut iterations) = (0usize, 0usize, 0usize);
         let mut applied: Map<String, Value> = Map::new();
         let mut stop = "saturated";
+        let mut used_lib = BTreeSet::new();
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
             let g = graph_of(f, m).map_err(|e| {
                 cx.diags.push(Diag::error(
@@ -200,6 +228,7 @@ impl Pass for Saturate {
                 }
                 return Err(PassFailed);
             }
+            used_lib.extend(library_refs(&eg));
             enodes += eg.total_size();
             eclasses += eg.number_of_classes();
             let roots = g.roots.iter().map(|r| eg.find(*r)).collect();
@@ -213,6 +242,7 @@ impl Pass for Saturate {
             }
             text.push_str(&to_egraph_text(&g));
         }
+        text.push_str(&library_used(&used_lib, &lambdas));
         let (new, diags) = efir_ir::parse_and_verify(&text, cx.registry);
         if !diags.is_empty() {
             cx.diags.extend(diags.into_iter().map(|d| Diag {

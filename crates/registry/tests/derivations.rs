@@ -81,6 +81,14 @@ fn lora_recomputes_low_rank_products_per_tile() {
 }
 
 #[test]
+fn online_softmax_falls_out_of_max_normalizer_weighted_sum() {
+    check(
+        "examples/derivations/online_softmax.source.efir",
+        "examples/derivations/online_softmax.efir",
+    );
+}
+
+#[test]
 fn split_k_with_collect() {
     check(
         "examples/derivations/splitk_matmul.source.efir",

@@ -32,6 +32,13 @@ fn programs() -> Vec<(String, Module)> {
             .flatten()
             .map(|e| e.path()),
     );
+    files.extend(
+        std::fs::read_dir(root().join("examples/derivations"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.to_string_lossy().ends_with(".source.efir")),
+    );
     files.sort();
     files
         .into_iter()
@@ -89,7 +96,12 @@ fn check_family(family: &str, with: &[&str]) {
         let g = saturate(&m, &fams, &mut fired);
         for seed in 0..6u64 {
             let ex = Extractor::new(&g.egraph, RandomCost(seed));
-            let text = to_func_text(&g, &|c| ex.find_best_node(c).clone()).unwrap();
+            let mut text = to_func_text(&g, &|c| ex.find_best_node(c).clone()).unwrap();
+            let lib = efir_egraph::saturate::library_refs(&g.egraph);
+            text.push_str(&efir_egraph::saturate::library_used(
+                &lib,
+                &Default::default(),
+            ));
             let (b, d) = parse_and_verify(&text, &reg);
             assert!(
                 d.is_empty(),
@@ -119,17 +131,22 @@ fn algebraic_rules_preserve_meaning() {
 
 #[test]
 fn refinement_rules_preserve_meaning() {
-    check_family("refinement", &[]);
+    check_family("refinement", &["fusion"]);
 }
 
 #[test]
 fn propagation_rules_preserve_meaning() {
-    check_family("propagation", &["refinement"]);
+    check_family("propagation", &["refinement", "fusion"]);
 }
 
 #[test]
 fn structural_rules_preserve_meaning() {
     check_family("structural", &["refinement", "propagation"]);
+}
+
+#[test]
+fn fusion_rules_preserve_meaning() {
+    check_family("fusion", &[]);
 }
 
 #[test]

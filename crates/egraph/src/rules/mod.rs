@@ -7,6 +7,7 @@
 //! with the rule's name and fails the pass.
 
 pub mod algebraic;
+pub mod fusion;
 pub mod propagation;
 pub mod refinement;
 pub mod storage;
@@ -166,8 +167,21 @@ impl Match<'_> {
 /// A right-hand side function: the alternatives to union with the match.
 pub type RhsFn = fn(&Match<'_>) -> Vec<Rhs>;
 
+/// A right-hand side function that names the e-class each right-hand side
+/// joins (for rules whose left-hand side has several roots: fusions).
+pub type TargetFn = fn(&Match<'_>) -> Vec<(Id, Rhs)>;
+
+/// How a rule's right-hand sides are applied.
+#[derive(Clone, Copy)]
+pub enum Apply {
+    /// Each right-hand side joins the matched e-class.
+    Same(RhsFn),
+    /// Each right-hand side joins the e-class it names.
+    Targets(TargetFn),
+}
+
 struct TypedApplier {
-    rhs: RhsFn,
+    rhs: Apply,
 }
 
 impl Applier<SymbolLang, TypeAnalysis> for TypedApplier {
@@ -179,10 +193,16 @@ impl Applier<SymbolLang, TypeAnalysis> for TypedApplier {
         _ast: Option<&PatternAst<SymbolLang>>,
         rule: Symbol,
     ) -> Vec<Id> {
-        let alts = (self.rhs)(&Match { eg, class, subst });
+        let alts: Vec<(Id, Rhs)> = match self.rhs {
+            Apply::Same(f) => f(&Match { eg, class, subst })
+                .into_iter()
+                .map(|r| (class, r))
+                .collect(),
+            Apply::Targets(f) => f(&Match { eg, class, subst }),
+        };
         let mut out = Vec::new();
-        for rhs in alts {
-            out.extend(typed_union(eg, class, &rhs, rule.as_str()));
+        for (target, rhs) in alts {
+            out.extend(typed_union(eg, target, &rhs, rule.as_str()));
         }
         out
     }
@@ -199,7 +219,7 @@ pub struct RuleDef {
     /// The left-hand side pattern.
     pub lhs: String,
     /// The right-hand sides.
-    pub rhs: RhsFn,
+    pub rhs: Apply,
 }
 
 /// A rule from its parts.
@@ -215,19 +235,46 @@ pub fn rule(
         family,
         equation: equation.into(),
         lhs: lhs.into(),
-        rhs,
+        rhs: Apply::Same(rhs),
+    }
+}
+
+/// A rule whose left-hand side is a multi-pattern (`?a = (...), ?b = (...)`)
+/// and whose right-hand sides name the e-classes they join.
+pub fn multi_rule(
+    family: &'static str,
+    name: impl Into<String>,
+    equation: impl Into<String>,
+    lhs: impl Into<String>,
+    rhs: TargetFn,
+) -> RuleDef {
+    RuleDef {
+        name: name.into(),
+        family,
+        equation: equation.into(),
+        lhs: lhs.into(),
+        rhs: Apply::Targets(rhs),
     }
 }
 
 impl RuleDef {
     /// The egg rewrite.
     pub fn rewrite(&self) -> Rewrite<SymbolLang, TypeAnalysis> {
-        let pat: Pattern<SymbolLang> = self
-            .lhs
-            .parse()
-            .unwrap_or_else(|e| panic!("rule `{}`: bad pattern: {e}", self.name));
-        Rewrite::new(self.name.clone(), pat, TypedApplier { rhs: self.rhs })
-            .unwrap_or_else(|e| panic!("rule `{}`: {e}", self.name))
+        let applier = TypedApplier { rhs: self.rhs };
+        let rw = if self.lhs.contains(" = ") {
+            let pat: egg::MultiPattern<SymbolLang> = self
+                .lhs
+                .parse()
+                .unwrap_or_else(|e| panic!("rule `{}`: bad multi-pattern: {e:?}", self.name));
+            Rewrite::new(self.name.clone(), pat, applier)
+        } else {
+            let pat: Pattern<SymbolLang> = self
+                .lhs
+                .parse()
+                .unwrap_or_else(|e| panic!("rule `{}`: bad pattern: {e}", self.name));
+            Rewrite::new(self.name.clone(), pat, applier)
+        };
+        rw.unwrap_or_else(|e| panic!("rule `{}`: {e}", self.name))
     }
 }
 
@@ -283,6 +330,7 @@ pub const FAMILIES: &[&str] = &[
     "algebraic",
     "refinement",
     "propagation",
+    "fusion",
     "structural",
     "storage",
 ];
@@ -295,6 +343,7 @@ pub fn rules(families: &[&str]) -> Vec<RuleDef> {
             "algebraic" => algebraic::rules(),
             "refinement" => refinement::rules(),
             "propagation" => propagation::rules(),
+            "fusion" => fusion::rules(),
             "structural" => structural::rules(),
             "storage" => storage::rules(),
             _ => Vec::new(),

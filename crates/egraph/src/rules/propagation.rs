@@ -311,6 +311,46 @@ fn partition_reshape(m: &Match<'_>) -> Vec<Rhs> {
     )]
 }
 
+/// `part(get_i(reduce(X, ρ, r)), d) == get_i(reduce(part(X, d'), ρ, r))`
+/// for reductions with several state fields (and likewise for a tuple input
+/// of two fields).
+fn partition_get_reduce(m: &Match<'_>, tuple: bool) -> Vec<Rhs> {
+    let (Some((d, p)), Some(r)) = (pd(m), m.int("?r")) else {
+        return vec![];
+    };
+    let dx = if d < r { d } else { d + 1 };
+    let input = if tuple {
+        let (Some(a), Some(b)) = (m.tensor("?a"), m.tensor("?b")) else {
+            return vec![];
+        };
+        if has_axis(a, &p) || has_axis(b, &p) || a.shape != b.shape {
+            return vec![];
+        }
+        node(
+            "tensor.tuple",
+            vec![
+                partition(m.class("?a"), dx, &p),
+                partition(m.class("?b"), dx, &p),
+            ],
+        )
+    } else {
+        let Some(x) = m.tensor("?x") else {
+            return vec![];
+        };
+        if has_axis(x, &p) {
+            return vec![];
+        }
+        partition(m.class("?x"), dx, &p)
+    };
+    vec![node(
+        "tensor.get",
+        vec![
+            node("tensor.reduce", vec![input, m.class("?rho"), m.class("?r")]),
+            m.class("?i"),
+        ],
+    )]
+}
+
 /// The propagation rules.
 pub fn rules() -> Vec<RuleDef> {
     let f = "propagation";
@@ -451,6 +491,14 @@ pub fn rules() -> Vec<RuleDef> {
         "(par.replicate (ew.cmp ?a ?b ?pred) ?p)",
         replicate_cmp,
     ));
+    v.push(rule(
+        f,
+        "prop.partition-through-get-of-reduce",
+        "part(get_i(reduce(X, ρ, r)), d) == get_i(reduce(part(X, d'), ρ, r))",
+        "(par.partition (tensor.get (tensor.reduce ?x ?rho ?r) ?i) ?d ?p)",
+        |m| partition_get_reduce(m, false),
+    ));
+    v.push(rule(f, "prop.partition-through-get-of-tuple-reduce", "part(get_i(reduce(tuple(A, B), ρ, r)), d) == get_i(reduce(tuple(part(A, d'), part(B, d')), ρ, r))", "(par.partition (tensor.get (tensor.reduce (tensor.tuple ?a ?b) ?rho ?r) ?i) ?d ?p)", |m| partition_get_reduce(m, true)));
     v.push(rule(
         f,
         "prop.partition-through-cmp",

@@ -189,6 +189,34 @@ fn reduce_split(m: &Match<'_>) -> Vec<Rhs> {
     )]
 }
 
+/// reduce over the reduced dim of a tuple input (fused reductions):
+/// `reduce(tuple(A, B), ρ, d) == reduce_ρ,k( reduce(tuple(part(A, d, k), part(B, d, k)), ρ, d) )`.
+fn reduce_split_tuple(m: &Match<'_>) -> Vec<Rhs> {
+    let (Some(a), Some(b), Some(d)) = (m.tensor("?a"), m.tensor("?b"), m.int("?d")) else {
+        return vec![];
+    };
+    if a.shape != b.shape || a.state != b.state || d >= a.rank() {
+        return vec![];
+    }
+    let ext = &a.shape[d];
+    let p = axis_name('k', ext);
+    if has_partial(a) || !splittable(ext) || has_axis(a, &p) || dim_is_partitioned(a, d) {
+        return vec![];
+    }
+    let tuple = node(
+        "tensor.tuple",
+        vec![
+            partition(m.class("?a"), d, &p),
+            partition(m.class("?b"), d, &p),
+        ],
+    );
+    let inner = node("tensor.reduce", vec![tuple, m.class("?r"), m.class("?d")]);
+    vec![node(
+        "par.reduce",
+        vec![inner, m.class("?r"), super::axis(&p)],
+    )]
+}
+
 /// The refinement rules.
 pub fn rules() -> Vec<RuleDef> {
     let f = "refinement";
@@ -230,6 +258,13 @@ pub fn rules() -> Vec<RuleDef> {
         "reduce(X,ρ,d) == combine_i(reduce(part(X,i),ρ,d))",
         "(tensor.reduce ?x ?r ?d)",
         reduce_out,
+    ));
+    v.push(rule(
+        f,
+        "refine.reduce-tuple-reduced-dim",
+        "reduce(tuple(A,B),ρ,d) == reduce_ρ,k(reduce(tuple(part(A,d,k), part(B,d,k)),ρ,d))",
+        "(tensor.reduce (tensor.tuple ?a ?b) ?r ?d)",
+        reduce_split_tuple,
     ));
     v.push(rule(
         f,

@@ -1,0 +1,78 @@
+//! The repair functions that reduction fusion uses, as IR: for a producer
+//! `max` and consumers whose inputs are `exp(x - s')` (the normalizer) and
+//! `exp(x - s') * v` (a weighted sum), the repair is
+//! `h(c, s, s') = c * exp(s - s')`, applied to every consumer field.
+//!
+//! They are ordinary functions of the output module (named `@efir.*.<dtype>`,
+//! emitted only when a reducer uses them), so the interpreter evaluates them
+//! like any other; `crates/registry/tests/repairs.rs` checks the repair
+//! identities `h(c, s, s) = c` and the fused reduction against the
+//! unfused one on random data.
+
+use efir_ir::DType;
+
+/// The input map of the normalizer: `f(x, s') = exp(x - s')`.
+pub fn exp_f(dt: DType) -> String {
+    format!("efir.exp_f.{dt}")
+}
+
+/// The repair of one consumer field: `h(c, s, s') = c * exp(s - s')`.
+pub fn exp_h(dt: DType) -> String {
+    format!("efir.exp_h.{dt}")
+}
+
+/// The input map of normalizer and weighted sum:
+/// `f(x, v, s') = (exp(x - s'), exp(x - s') * v)`.
+pub fn exp_fw(dt: DType) -> String {
+    format!("efir.exp_fw.{dt}")
+}
+
+/// The repair of two consumer fields: `h(l, a, s, s') = (l * e, a * e)` with
+/// `e = exp(s - s')`.
+pub fn exp_h2(dt: DType) -> String {
+    format!("efir.exp_h2.{dt}")
+}
+
+/// Every library function for every float dtype, as IR text.
+pub fn library() -> String {
+    let mut s = String::new();
+    for dt in [DType::F16, DType::BF16, DType::F32, DType::F64] {
+        let t = format!("tensor<{dt}>");
+        s.push_str(&format!(
+            "func @{f}(%x: {t}, %m: {t}) -> {t} {{\n  %d = ew.sub %x, %m : {t}\n  %p = ew.exp %d : {t}\n  return %p : {t}\n}}\n\n\
+             func @{h}(%c: {t}, %s: {t}, %s1: {t}) -> {t} {{\n  %d = ew.sub %s, %s1 : {t}\n  %e = ew.exp %d : {t}\n  %c1 = ew.mul %c, %e : {t}\n  return %c1 : {t}\n}}\n\n\
+             func @{fw}(%x: {t}, %v: {t}, %m: {t}) -> ({t}, {t}) {{\n  %d = ew.sub %x, %m : {t}\n  %p = ew.exp %d : {t}\n  %pv = ew.mul %p, %v : {t}\n  return %p, %pv : {t}, {t}\n}}\n\n\
+             func @{h2}(%l: {t}, %a: {t}, %s: {t}, %s1: {t}) -> ({t}, {t}) {{\n  %d = ew.sub %s, %s1 : {t}\n  %e = ew.exp %d : {t}\n  %l1 = ew.mul %l, %e : {t}\n  %a1 = ew.mul %a, %e : {t}\n  return %l1, %a1 : {t}, {t}\n}}\n\n",
+            f = exp_f(dt),
+            h = exp_h(dt),
+            fw = exp_fw(dt),
+            h2 = exp_h2(dt),
+        ));
+    }
+    s
+}
+
+/// The library as a parsed module (its functions' signatures feed the type
+/// analysis of every e-graph).
+pub fn library_module() -> efir_ir::Module {
+    let (m, d) = efir_ir::parse_and_verify(&library(), &crate::convert::value_registry());
+    debug_assert!(d.is_empty(), "{d:?}");
+    m
+}
+
+/// The text of the library functions that `names` mentions.
+pub fn used_text(names: &std::collections::BTreeSet<String>) -> String {
+    let lib = library_module();
+    let used = efir_ir::Module {
+        funcs: lib
+            .funcs
+            .into_iter()
+            .filter(|f| names.contains(&f.name))
+            .collect(),
+    };
+    efir_ir::print_module(
+        &used,
+        &crate::convert::value_registry(),
+        efir_ir::PrintOptions::default(),
+    )
+}
