@@ -352,31 +352,44 @@ pub fn to_func_text(g: &Graph, choose: &dyn Fn(Id) -> SymbolLang) -> Result<Stri
 }
 
 /// The e-classes that `f`'s returned values already have in the e-graph of
-/// `g`, if every op of `f` is represented there (nothing is added). This is
-/// how a derivation is checked: a hand-written target program is in the
-/// saturated e-graph of its source exactly when its returns are the roots.
-pub fn lookup_func(g: &mut Graph, f: &Func) -> Option<Vec<Id>> {
+/// `g`, if every op of `f` is represented there (nothing is added); else the
+/// first op that is not. This is how a derivation is checked: a hand-written
+/// target program is in the saturated e-graph of its source exactly when its
+/// returns are the roots.
+pub fn lookup_func(g: &mut Graph, f: &Func) -> Result<Vec<Id>, String> {
     let eg = &mut g.egraph;
     let mut ids: HashMap<efir_ir::ValueId, Id> = HashMap::new();
     for (i, p) in f.params.iter().enumerate() {
-        ids.insert(*p, eg.lookup(arg_leaf(i))?);
+        let id = eg
+            .lookup(arg_leaf(i))
+            .ok_or("a parameter is not in the e-graph")?;
+        ids.insert(*p, id);
     }
     for op in &f.ops {
+        let missing = || {
+            format!(
+                "`%{} = {}` is not in the e-graph",
+                f.value(op.result).name,
+                op.name
+            )
+        };
         let mut children: Vec<Id> = op.operands.iter().map(|v| ids[v]).collect();
-        let def = eg.analysis.ctx.registry.op(&op.name)?;
+        let def = eg.analysis.ctx.registry.op(&op.name).ok_or_else(missing)?;
         for spec in def.attrs {
-            let a = op.attrs.get(spec.name)?.clone();
+            let a = op.attrs.get(spec.name).ok_or_else(missing)?.clone();
             let leaf = eg.analysis.attr_leaf(a);
-            children.push(eg.lookup(leaf)?);
+            children.push(eg.lookup(leaf).ok_or_else(missing)?);
         }
         if def.result_from_declared {
             let leaf = eg
                 .analysis
                 .attr_leaf(Attr::Type(Box::new(f.ty(op.result).clone())));
-            children.push(eg.lookup(leaf)?);
+            children.push(eg.lookup(leaf).ok_or_else(missing)?);
         }
-        let id = eg.lookup(SymbolLang::new(op.name.as_str(), children))?;
+        let id = eg
+            .lookup(SymbolLang::new(op.name.as_str(), children))
+            .ok_or_else(missing)?;
         ids.insert(op.result, id);
     }
-    Some(f.returns.iter().map(|v| eg.find(ids[v])).collect())
+    Ok(f.returns.iter().map(|v| eg.find(ids[v])).collect())
 }

@@ -92,11 +92,16 @@ impl GlobalMemoryCost<'_> {
             // Tensor-level matmuls are skipped in favour of their tiled
             // implementations (the paper's section 5), unless none exists.
             "tensor.matmul" => 1e15,
+            // Every parallel reduction is a pass over its axis's tiles (a loop
+            // inside a kernel, or a kernel of its own): fused reductions save
+            // passes.
+            "par.reduce" if !free => self.launch / 8.0,
+            "par.reduce" => bytes(t) + self.launch / 8.0,
             "tensor.full" | "tensor.iota" => 1.0,
             "par.partition" | "par.replicate" => 1.0,
             "par.collect" => 2.0 * bytes(t) + self.launch,
             _ if !free => 1.0,
-            "par.combine" | "par.reduce" => bytes(t),
+            "par.combine" => bytes(t),
             "tensor.tuple" | "tensor.get" => 1.0,
             _ => bytes(t) + self.launch,
         }

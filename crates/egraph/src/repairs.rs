@@ -33,16 +33,29 @@ pub fn exp_h2(dt: DType) -> String {
     format!("efir.exp_h2.{dt}")
 }
 
-/// Every library function for every float dtype, as IR text.
+/// Every library function for every float dtype, as IR text. The input maps
+/// are guarded like FlashAttention's: where the new producer state is still
+/// the identity (`s' = -inf`, every input so far masked), a contribution is
+/// 0 rather than `exp(-inf + inf)`; the repair keeps `c` where the state did
+/// not change (`h(c, s, s) = c`, also for `s = -inf`).
 pub fn library() -> String {
     let mut s = String::new();
     for dt in [DType::F16, DType::BF16, DType::F32, DType::F64] {
         let t = format!("tensor<{dt}>");
+        let i1 = "tensor<i1>";
+        // p = select(s' == -inf, 0, exp(x - s'))
+        let guarded_p = format!(
+            "  %ninf = tensor.full<-inf> : {t}\n  %zero = tensor.full<0.0> : {t}\n  %none = ew.cmp<eq> %m, %ninf : {i1}\n  %d = ew.sub %x, %m : {t}\n  %e = ew.exp %d : {t}\n  %p = ew.select %none, %zero, %e : {t}\n"
+        );
+        // e = select(s == s', 1, exp(s - s'))
+        let guarded_e = format!(
+            "  %one = tensor.full<1.0> : {t}\n  %same = ew.cmp<eq> %s, %s1 : {i1}\n  %d = ew.sub %s, %s1 : {t}\n  %x = ew.exp %d : {t}\n  %e = ew.select %same, %one, %x : {t}\n"
+        );
         s.push_str(&format!(
-            "func @{f}(%x: {t}, %m: {t}) -> {t} {{\n  %d = ew.sub %x, %m : {t}\n  %p = ew.exp %d : {t}\n  return %p : {t}\n}}\n\n\
-             func @{h}(%c: {t}, %s: {t}, %s1: {t}) -> {t} {{\n  %d = ew.sub %s, %s1 : {t}\n  %e = ew.exp %d : {t}\n  %c1 = ew.mul %c, %e : {t}\n  return %c1 : {t}\n}}\n\n\
-             func @{fw}(%x: {t}, %v: {t}, %m: {t}) -> ({t}, {t}) {{\n  %d = ew.sub %x, %m : {t}\n  %p = ew.exp %d : {t}\n  %pv = ew.mul %p, %v : {t}\n  return %p, %pv : {t}, {t}\n}}\n\n\
-             func @{h2}(%l: {t}, %a: {t}, %s: {t}, %s1: {t}) -> ({t}, {t}) {{\n  %d = ew.sub %s, %s1 : {t}\n  %e = ew.exp %d : {t}\n  %l1 = ew.mul %l, %e : {t}\n  %a1 = ew.mul %a, %e : {t}\n  return %l1, %a1 : {t}, {t}\n}}\n\n",
+            "func @{f}(%x: {t}, %m: {t}) -> {t} {{\n{guarded_p}  return %p : {t}\n}}\n\n\
+             func @{h}(%c: {t}, %s: {t}, %s1: {t}) -> {t} {{\n{guarded_e}  %c1 = ew.mul %c, %e : {t}\n  return %c1 : {t}\n}}\n\n\
+             func @{fw}(%x: {t}, %v: {t}, %m: {t}) -> ({t}, {t}) {{\n{guarded_p}  %pv = ew.mul %p, %v : {t}\n  return %p, %pv : {t}, {t}\n}}\n\n\
+             func @{h2}(%l: {t}, %a: {t}, %s: {t}, %s1: {t}) -> ({t}, {t}) {{\n{guarded_e}  %l1 = ew.mul %l, %e : {t}\n  %a1 = ew.mul %a, %e : {t}\n  return %l1, %a1 : {t}, {t}\n}}\n\n",
             f = exp_f(dt),
             h = exp_h(dt),
             fw = exp_fw(dt),

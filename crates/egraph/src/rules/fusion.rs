@@ -15,6 +15,7 @@
 use super::{multi_rule, node, Match, Rhs, RuleDef};
 use crate::analysis::{Data, EGraph};
 use crate::repairs::{exp_f, exp_fw, exp_h, exp_h2};
+
 use efir_ir::{Attr, TensorType};
 use egg::{Id, Language};
 use std::collections::HashSet;
@@ -209,10 +210,121 @@ fn product(m: &Match<'_>) -> Vec<(Id, Rhs)> {
     vec![(a, get(t.clone(), 0)), (b, get(t, 1))]
 }
 
+/// `softmax(z)·V == (Σ_k exp(z−m)·v) / (Σ_k exp(z−m))` as one repaired
+/// reduction over the key dim: the composition of moving the division after
+/// the matmul, the matmul as a reduction over K, and repair fusion of max,
+/// normalizer and weighted sum. With `z: [..., M, K]` and `V: [..., K, N]`,
+/// both operands are laid out as `[..., M, K, N]` (z broadcast along N, V
+/// along M) and reduced over K; the state fields are `[..., M, N]`.
+fn softmax_matmul(m: &Match<'_>) -> Vec<Rhs> {
+    let (Some(d), Some(z), Some(mb), Some(v), Some(out)) = (
+        m.int("?d"),
+        m.tensor("?z"),
+        m.tensor("?mb"),
+        m.tensor("?v"),
+        m.ty(),
+    ) else {
+        return vec![];
+    };
+    let r = z.rank();
+    if r < 2
+        || d + 1 != r
+        || !is_term(m.attr("?rs"), "red.sum")
+        || !keepdim(mb, z, d)
+        || !z.dtype.is_float()
+    {
+        return vec![];
+    }
+    if !z.state.is_empty()
+        || !v.state.is_empty()
+        || v.rank() != r
+        || z.shape[..r - 2] != v.shape[..r - 2]
+        || z.shape[r - 1] != v.shape[r - 2]
+    {
+        return vec![];
+    }
+    if max_of(m.eg, m.id("?mb"), m.id("?z"), d).is_none() {
+        return vec![];
+    }
+    let ty = |dt: efir_ir::DType, shape: Vec<efir_ir::Dim>| {
+        Rhs::Attr(Attr::Type(Box::new(efir_ir::Type::Tensor(
+            TensorType::new(dt, shape),
+        ))))
+    };
+    let batch = &z.shape[..r - 2];
+    let (mm, k, n) = (
+        z.shape[r - 2].clone(),
+        z.shape[r - 1].clone(),
+        v.shape[r - 1].clone(),
+    );
+    let one = efir_ir::Dim::Static(1);
+    let shape = |a: &[efir_ir::Dim]| -> Vec<efir_ir::Dim> {
+        batch.iter().cloned().chain(a.iter().cloned()).collect()
+    };
+    let full = shape(&[mm.clone(), k.clone(), n.clone()]);
+    let zr = node(
+        "tensor.reshape",
+        vec![
+            m.class("?z"),
+            ty(z.dtype, shape(&[mm.clone(), k.clone(), one.clone()])),
+        ],
+    );
+    let zb = node("tensor.broadcast", vec![zr, ty(z.dtype, full.clone())]);
+    let vr = node(
+        "tensor.reshape",
+        vec![m.class("?v"), ty(v.dtype, shape(&[one, k, n.clone()]))],
+    );
+    let vc = node(
+        "ew.cast",
+        vec![
+            vr,
+            ty(
+                z.dtype,
+                shape(&[efir_ir::Dim::Static(1), z.shape[r - 1].clone(), n]),
+            ),
+        ],
+    );
+    let vb = node("tensor.broadcast", vec![vc, ty(z.dtype, full)]);
+    let consumer = Attr::Term(
+        "red.prod".into(),
+        vec![(None, Attr::term("red.sum")), (None, Attr::term("red.sum"))],
+    );
+    let dt = z.dtype;
+    let red = repair(consumer, exp_fw(dt), exp_h2(dt));
+    let t = node(
+        "tensor.reduce",
+        vec![
+            node("tensor.tuple", vec![zb, vb]),
+            Rhs::Attr(red),
+            super::int(r - 1),
+        ],
+    );
+    let o = node("ew.div", vec![get(t.clone(), 2), get(t, 1)]);
+    if out.dtype == z.dtype {
+        vec![o]
+    } else {
+        vec![node("ew.cast", vec![o, ty(out.dtype, out.shape.clone())])]
+    }
+}
+
 /// The reduction-fusion rules.
 pub fn rules() -> Vec<RuleDef> {
     let f = "fusion";
     vec![
+        super::rule(
+            f,
+            "fuse.softmax-matmul",
+            "cast(exp(z−m)/Σexp(z−m))·V == cast(get2(T)/get1(T)), T = reduce(tuple(z↑, V↑), repair(max, sum×sum; h = c·exp(s − s')), K)",
+            "(tensor.matmul (ew.cast (ew.div (ew.exp (ew.sub ?z ?mb)) (tensor.reshape (tensor.reduce (ew.exp (ew.sub ?z ?mb)) ?rs ?d) ?t2)) ?t) ?v)",
+            softmax_matmul,
+        ),
+        super::rule(
+            f,
+            "fuse.softmax-matmul-uncast",
+            "(exp(z−m)/Σexp(z−m))·V == get2(T)/get1(T), T = reduce(tuple(z↑, V↑), repair(max, sum×sum; h = c·exp(s − s')), K)",
+            "(tensor.matmul (ew.div (ew.exp (ew.sub ?z ?mb)) (tensor.reshape (tensor.reduce (ew.exp (ew.sub ?z ?mb)) ?rs ?d) ?t2)) ?v)",
+            softmax_matmul,
+        ),
         multi_rule(
             f,
             "fuse.product",
