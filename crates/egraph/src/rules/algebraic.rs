@@ -55,6 +55,41 @@ fn per_row_outward(m: &Match<'_>) -> Vec<Rhs> {
     )]
 }
 
+/// `reduce_ρ(X ⊕ c, d) == reduce_ρ(X, d) ⊕ c'` for `c` broadcast along `d`,
+/// where `ρ` is max and `⊕` is `+` (the max of shifted values), or `ρ` is
+/// sum and `⊕` is `⊙` (a factor out of a sum: `alg.sum-of-scaled`).
+fn max_of_shifted(m: &Match<'_>) -> Vec<Rhs> {
+    let (Some(c), Some(x), Some(d), Some(r)) =
+        (m.tensor("?c"), m.tensor("?x"), m.int("?d"), m.attr("?r"))
+    else {
+        return vec![];
+    };
+    if !matches!(r, efir_ir::Attr::Term(n, a) if n == "red.max" && a.is_empty())
+        || c.rank() != x.rank()
+        || c.shape[d] != Dim::Static(1)
+        || !c.state.is_empty()
+        || !x.state.is_empty()
+    {
+        return vec![];
+    }
+    let mut shape = c.shape.clone();
+    shape.remove(d);
+    let t = efir_ir::Attr::Type(Box::new(efir_ir::Type::Tensor(TensorType::new(
+        c.dtype, shape,
+    ))));
+    let c1 = node("tensor.reshape", vec![m.class("?c"), Rhs::Attr(t)]);
+    vec![node(
+        "ew.add",
+        vec![
+            node(
+                "tensor.reduce",
+                vec![m.class("?x"), m.class("?r"), m.class("?d")],
+            ),
+            c1,
+        ],
+    )]
+}
+
 /// The algebraic rules.
 pub fn rules() -> Vec<RuleDef> {
     let f = "algebraic";
@@ -262,6 +297,13 @@ pub fn rules() -> Vec<RuleDef> {
                     ],
                 )]
             },
+        ),
+        rule(
+            f,
+            "alg.max-of-shifted",
+            "max_d(X + c) == max_d(X) + c' for c broadcast along d",
+            "(tensor.reduce (ew.add ?x ?c) ?r ?d)",
+            max_of_shifted,
         ),
         rule(
             f,
