@@ -67,7 +67,7 @@ pub fn run_case(
         }),
         Ok(()) => Ok(CaseOutput {
             text: Some(print_module(&m, registry, print)),
-            diags: Vec::new(),
+            diags: std::mem::take(&mut pm.warnings),
             stats,
         }),
     }

@@ -357,6 +357,15 @@ pub fn to_func_text(g: &Graph, choose: &dyn Fn(Id) -> SymbolLang) -> Result<Stri
 /// target program is in the saturated e-graph of its source exactly when its
 /// returns are the roots.
 pub fn lookup_func(g: &mut Graph, f: &Func) -> Result<Vec<Id>, String> {
+    lookup_func_nodes(g, f).map(|(roots, _)| roots)
+}
+
+/// Like [`lookup_func`], and also the e-node each of `f`'s ops is, by e-class.
+pub fn lookup_func_nodes(
+    g: &mut Graph,
+    f: &Func,
+) -> Result<(Vec<Id>, HashMap<Id, SymbolLang>), String> {
+    let mut nodes = HashMap::new();
     let eg = &mut g.egraph;
     let mut ids: HashMap<efir_ir::ValueId, Id> = HashMap::new();
     for (i, p) in f.params.iter().enumerate() {
@@ -386,10 +395,15 @@ pub fn lookup_func(g: &mut Graph, f: &Func) -> Result<Vec<Id>, String> {
                 .attr_leaf(Attr::Type(Box::new(f.ty(op.result).clone())));
             children.push(eg.lookup(leaf).ok_or_else(missing)?);
         }
-        let id = eg
-            .lookup(SymbolLang::new(op.name.as_str(), children))
-            .ok_or_else(missing)?;
+        let n = SymbolLang::new(op.name.as_str(), children);
+        let id = eg.lookup(n.clone()).ok_or_else(missing)?;
+        nodes.insert(eg.find(id), n);
         ids.insert(op.result, id);
     }
-    Ok(f.returns.iter().map(|v| eg.find(ids[v])).collect())
+    for (i, _) in f.params.iter().enumerate() {
+        if let Some(id) = eg.lookup(arg_leaf(i)) {
+            nodes.insert(eg.find(id), arg_leaf(i));
+        }
+    }
+    Ok((f.returns.iter().map(|v| eg.find(ids[v])).collect(), nodes))
 }

@@ -18,11 +18,9 @@ pub const INFO: PassInfo = PassInfo {
     summary:
         "Extract one program per e-graph (greedy, by estimated global-memory bytes and launches)",
     options: &[
-        ("mode", "greedy (the only mode; the default)"),
-        (
-            "launch-bytes",
-            "cost of a kernel launch in bytes (default 65536)",
-        ),
+        ("mode", "greedy (default): least estimated cost; target: the program of `file`, which must be in the e-graph"),
+        ("file", "with mode=target: a .efir file holding a function of the same name"),
+        ("launch-bytes", "cost of a kernel launch in bytes (default 65536)"),
     ],
     create: |o| Ok(Box::new(Extract::from_options(o)?)),
 };
@@ -30,18 +28,30 @@ pub const INFO: PassInfo = PassInfo {
 /// The pass.
 pub struct Extract {
     launch: f64,
+    target: Option<String>,
 }
 
 impl Extract {
     /// From pass options.
     pub fn from_options(o: &PassOptions) -> Result<Extract, String> {
-        o.check_known("extract", &["mode", "launch-bytes"])?;
-        match o.values.get("mode").map(String::as_str) {
-            None | Some("greedy") => {}
-            Some(m) => return Err(format!("unknown extraction mode `{m}` (modes: greedy)")),
-        }
+        o.check_known("extract", &["mode", "launch-bytes", "file"])?;
+        let target = match o.values.get("mode").map(String::as_str) {
+            None | Some("greedy") => None,
+            Some("target") => Some(
+                o.values
+                    .get("file")
+                    .cloned()
+                    .ok_or("`--extract=target` needs `file=PATH`")?,
+            ),
+            Some(m) => {
+                return Err(format!(
+                    "unknown extraction mode `{m}` (modes: greedy, target)"
+                ))
+            }
+        };
         Ok(Extract {
             launch: o.get_usize("launch-bytes", 65536)? as f64,
+            target,
         })
     }
 }
@@ -150,19 +160,67 @@ impl Pass for Extract {
                 ));
                 PassFailed
             };
-            let g = graph_of(f, m).map_err(|e| fail(cx, e))?;
-            let ex = Extractor::new(
-                &g.egraph,
-                GlobalMemoryCost {
-                    eg: &g.egraph,
-                    launch: self.launch,
-                },
-            );
-            for r in &g.roots {
-                total += ex.find_best_cost(*r);
-            }
-            let body =
-                to_func_text(&g, &|c| ex.find_best_node(c).clone()).map_err(|e| fail(cx, e))?;
+            let mut g = graph_of(f, m).map_err(|e| fail(cx, e))?;
+            let body = if let Some(path) = &self.target {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| fail(cx, format!("cannot read `{path}`: {e}")))?;
+                let (tm, d) = efir_ir::parse_and_verify(&text, cx.registry);
+                if let Some(d) = d.first() {
+                    return Err(fail(
+                        cx,
+                        format!("`{path}` is not a valid program: {}", d.message),
+                    ));
+                }
+                let Some(tf) = tm.func(&f.name) else {
+                    return Err(fail(cx, format!("`{path}` has no function `@{}`", f.name)));
+                };
+                let (roots, nodes) = match crate::convert::lookup_func_nodes(&mut g, tf) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        cx.diags.push(
+                            Diag::error(
+                                codes::E0707,
+                                format!(
+                                    "the target `@{}` of `{path}` is not in the e-graph: {e}",
+                                    f.name
+                                ),
+                                f.name_span,
+                            )
+                            .with_label("saturate further, or check the target"),
+                        );
+                        return Err(PassFailed);
+                    }
+                };
+                let want: Vec<Id> = g.roots.iter().map(|r| g.egraph.find(*r)).collect();
+                if roots != want {
+                    cx.diags.push(Diag::error(
+                        codes::E0707,
+                        format!("the target `@{}` of `{path}` computes other e-classes than the function's roots", f.name),
+                        f.name_span,
+                    ));
+                    return Err(PassFailed);
+                }
+                let eg = &g.egraph;
+                to_func_text(&g, &|c| {
+                    nodes
+                        .get(&eg.find(c))
+                        .cloned()
+                        .unwrap_or_else(|| eg[c].nodes[0].clone())
+                })
+                .map_err(|e| fail(cx, e))?
+            } else {
+                let ex = Extractor::new(
+                    &g.egraph,
+                    GlobalMemoryCost {
+                        eg: &g.egraph,
+                        launch: self.launch,
+                    },
+                );
+                for r in &g.roots {
+                    total += ex.find_best_cost(*r);
+                }
+                to_func_text(&g, &|c| ex.find_best_node(c).clone()).map_err(|e| fail(cx, e))?
+            };
             used_lib.extend(library_names_in(&body));
             if !text.is_empty() {
                 text.push('\n');
@@ -180,7 +238,14 @@ impl Pass for Extract {
             return Err(PassFailed);
         }
         *m = new;
-        cx.stats.insert("mode".into(), json!("greedy"));
+        cx.stats.insert(
+            "mode".into(),
+            json!(if self.target.is_some() {
+                "target"
+            } else {
+                "greedy"
+            }),
+        );
         cx.stats.insert("cost".into(), json!(total));
         Ok(())
     }

@@ -5,6 +5,7 @@
 //! passes `--saturate` ([`saturate`]) and `--extract` ([`extract`]).
 
 pub mod analysis;
+pub mod compact;
 pub mod convert;
 pub mod extract;
 pub mod repairs;

@@ -80,6 +80,22 @@ fn build_func(f: &ast::Func, registry: &Registry, diags: &mut Vec<Diag>) -> Func
         func.results.push(convert_type(t, diags));
         func.result_spans.push(t.span());
     }
+    for (k, a) in &f.attrs {
+        if func
+            .attrs
+            .insert(k.text.clone(), convert_attr(a, diags))
+            .is_some()
+        {
+            diags.push(
+                Diag::error(
+                    codes::E0204,
+                    format!("function attribute `{}` is given twice", k.text),
+                    k.span,
+                )
+                .with_label("given again here"),
+            );
+        }
+    }
     for stmt in &f.body {
         match stmt {
             ast::Stmt::Error => {}

@@ -87,6 +87,9 @@ pub struct Func {
     pub results: Vec<Type>,
     /// Spans of the declared result types.
     pub result_spans: Vec<Span>,
+    /// Function attributes (`attributes {kernels = 2}`), not checked by the
+    /// verifier; passes document the ones they write.
+    pub attrs: IndexMap<String, Attr>,
     /// The body in definition order.
     pub ops: Vec<Op>,
     /// Returned values.
@@ -107,6 +110,7 @@ impl Func {
             params: Vec::new(),
             results: Vec::new(),
             result_spans: Vec::new(),
+            attrs: IndexMap::new(),
             ops: Vec::new(),
             returns: Vec::new(),
             return_span: Span::default(),

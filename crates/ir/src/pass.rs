@@ -115,6 +115,8 @@ pub struct PassInfo {
 #[derive(Default)]
 pub struct PassManager {
     passes: Vec<Box<dyn Pass>>,
+    /// Warnings the passes reported (they do not fail the pipeline).
+    pub warnings: Vec<Diag>,
 }
 
 impl PassManager {
@@ -166,9 +168,14 @@ impl PassManager {
                 o.extend(cx.stats);
             }
             all_stats.push(stats);
-            if res.is_err() || !cx.diags.is_empty() {
+            let failed = cx
+                .diags
+                .iter()
+                .any(|d| d.severity == efir_diagnostics::Severity::Error);
+            if res.is_err() || failed {
                 return (all_stats, Err(cx.diags));
             }
+            self.warnings.extend(cx.diags);
             let errs = verify(m, registry);
             if !errs.is_empty() {
                 return (all_stats, Err(errs));

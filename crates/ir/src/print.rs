@@ -46,6 +46,10 @@ fn print_func(out: &mut String, f: &Func, registry: &Registry, opts: PrintOption
             let _ = write!(out, " -> ({})", ts.join(", "));
         }
     }
+    if !f.attrs.is_empty() {
+        out.push_str(" attributes");
+        print_attr_dict(out, f.attrs.iter().map(|(k, v)| (k.as_str(), v)));
+    }
     out.push_str(" {\n");
     for op in &f.ops {
         out.push_str("  ");

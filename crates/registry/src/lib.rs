@@ -78,6 +78,7 @@ pub fn all_passes() -> Vec<PassInfo> {
         efir_transforms::canonicalize::INFO,
         efir_egraph::saturate::INFO,
         efir_egraph::extract::INFO,
+        efir_egraph::compact::INFO,
     ]
 }
 

@@ -28,6 +28,8 @@ pub struct Func {
     pub args: Vec<(Name, Type)>,
     /// Result types.
     pub results: Vec<Type>,
+    /// Function attributes, `attributes {key = value}`.
+    pub attrs: Vec<(Name, Attr)>,
     /// Body statements; the last should be a `return`.
     pub body: Vec<Stmt>,
     /// The whole function.

@@ -17,6 +17,9 @@ pub enum Tok<'a> {
     /// `return`
     #[token("return")]
     Return,
+    /// `attributes`
+    #[token("attributes")]
+    Attributes,
     /// `tensor`
     #[token("tensor")]
     Tensor,
@@ -112,6 +115,7 @@ impl fmt::Display for Tok<'_> {
         match self {
             Tok::Func => write!(f, "`func`"),
             Tok::Return => write!(f, "`return`"),
+            Tok::Attributes => write!(f, "`attributes`"),
             Tok::Tensor => write!(f, "`tensor`"),
             Tok::Tuple => write!(f, "`tuple`"),
             Tok::Part => write!(f, "`part`"),

@@ -1,0 +1,92 @@
+//! The paper's Figure 10 comparison: for each workload, saturate, then
+//! enumerate candidates with `mode=none`, `after` and `early` under the same
+//! limits, and print expanded states, complete programs, candidates, classes,
+//! whether the enumeration finished, and time; with `--json FILE` also
+//! write them. `--small` uses `examples/small/` instead of the B=16 files.
+//! Run: `cargo run --release -p efir-bench --bin compaction [-- --time-limit S --json out.json]`.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use efir_driver::PassFlag;
+use efir_egraph::compact::{Enumerator, Mode};
+use efir_ir::PrintOptions;
+use serde_json::{json, Value};
+use std::path::Path;
+
+const WORKLOADS: &[&str] = &[
+    "rmsnorm_swiglu",
+    "ngpt",
+    "rmsnorm_mlp",
+    "attn_decode",
+    "attn_prefill",
+];
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let get = |k: &str| {
+        args.iter()
+            .position(|a| a == k)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let limit = get("--time-limit").unwrap_or_else(|| "10".into());
+    let dir = if args.iter().any(|a| a == "--small") {
+        "examples/small"
+    } else {
+        "examples"
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let reg = efir_registry::registry();
+    let mut rows = Vec::new();
+    println!(
+        "{:<16} {:<6} {:>10} {:>10} {:>10} {:>8} {:>6} {:>8}",
+        "workload", "mode", "expanded", "programs", "candidates", "classes", "done", "time (s)"
+    );
+    let limit: f64 = limit.parse().expect("--time-limit takes seconds");
+    for w in WORKLOADS {
+        let src = std::fs::read_to_string(root.join(format!("{dir}/{w}.efir"))).expect("workload");
+        let flags = [PassFlag {
+            name: "saturate".into(),
+            options: String::new(),
+        }];
+        let out =
+            efir_driver::run_case(&src, &reg, &flags, PrintOptions::default()).expect("pipeline");
+        let (m, d) = efir_ir::parse_and_verify(out.text.as_deref().expect("saturated"), &reg);
+        assert!(d.is_empty(), "{d:?}");
+        let f = m.funcs.iter().find(|f| f.name == *w).expect("function");
+        let g = efir_egraph::saturate::graph_of(f, &m).expect("e-graph");
+        for (name, mode) in [
+            ("none", Mode::None),
+            ("after", Mode::After),
+            ("early", Mode::Early),
+        ] {
+            let t = std::time::Instant::now();
+            let res = Enumerator::new(&g).run(mode, usize::MAX, limit, usize::MAX);
+            let secs = t.elapsed().as_secs_f64();
+            println!(
+                "{:<16} {:<6} {:>10} {:>10} {:>10} {:>8} {:>6} {:>8.2}",
+                w,
+                name,
+                res.expanded_states,
+                res.complete_programs,
+                res.candidates.len(),
+                res.classes,
+                res.complete,
+                secs
+            );
+            rows.push(json!({
+                "workload": w, "mode": name, "expanded_states": res.expanded_states,
+                "pruned_states": res.pruned, "complete_programs": res.complete_programs,
+                "candidates": res.candidates.len(), "classes": res.classes,
+                "complete": res.complete, "time_s": secs,
+            }));
+        }
+    }
+    if let Some(path) = get("--json") {
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&Value::Array(rows)).expect("json"),
+        )
+        .expect("write");
+        println!("wrote {path}");
+    }
+}

@@ -1,0 +1,544 @@
+//! `--compact`: extraction with compaction (the paper's section 5.1).
+//!
+//! Candidates are complete programs: one e-node chosen for every e-class
+//! reachable from the roots, acyclic, tensor-level matmuls replaced by their
+//! tiled implementations. They are enumerated depth first over *partial
+//! programs*: programs whose unresolved e-classes are named holes `□c`,
+//! resolved leftmost first.
+//!
+//! Two candidates are equivalent (`≈`) when their canonical forms agree:
+//! operands of commutative pointwise ops (`add`, `mul`, `max`, `min`) are
+//! sorted, and a chain of parallel views (`par.partition`, `par.replicate`)
+//! over a value is the value with the chain's final parallel state, however
+//! the chain was written. Matmul structure, reduction organization and
+//! intermediate storage are part of the form, so candidates that differ in
+//! them stay distinct.
+//!
+//! Modes: `none` keeps every complete candidate; `after` builds every
+//! complete candidate and keeps one per class; `early` (the default) also
+//! compares partial programs (holes included) and prunes one whose canonical
+//! form is already on the search's record (`S ≈p T`), before expanding it.
+//! Every mode that finishes yields the same classes.
+
+use crate::analysis::{Data, EGraph};
+use crate::convert::{node_attrs, node_operands, to_func_text, Graph};
+use crate::saturate::{graph_of, lambda_text, library_refs, library_used};
+use efir_diagnostics::{codes, Diag};
+use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
+use efir_ir::{Module, Type};
+use egg::{Id, SymbolLang};
+use serde_json::json;
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+/// Registration of `--compact`.
+pub const INFO: PassInfo = PassInfo {
+    name: "compact",
+    summary: "Enumerate distinct candidate programs from an e-graph, pruning equivalent partial programs early",
+    options: &[
+        ("mode", "early (default), after or none"),
+        ("max-candidates", "stop after this many candidates per function (default 64)"),
+        ("time-limit", "stop after this many seconds per function (default 10)"),
+        ("max-states", "stop after expanding this many partial programs per function (default 1000000)"),
+    ],
+    create: |o| Ok(Box::new(Compact::from_options(o)?)),
+};
+
+/// How candidates are deduplicated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Prune equivalent partial programs before expanding them.
+    Early,
+    /// Build every complete candidate, keep one per class.
+    After,
+    /// Keep every complete candidate.
+    None,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Early => "early",
+            Mode::After => "after",
+            Mode::None => "none",
+        }
+    }
+}
+
+/// The pass.
+pub struct Compact {
+    /// The mode.
+    pub mode: Mode,
+    /// Candidate limit per function.
+    pub max_candidates: usize,
+    /// Time limit per function.
+    pub time_limit: f64,
+    /// Expansion limit per function.
+    pub max_states: usize,
+}
+
+impl Compact {
+    /// From pass options.
+    pub fn from_options(o: &PassOptions) -> Result<Compact, String> {
+        o.check_known(
+            "compact",
+            &["mode", "max-candidates", "time-limit", "max-states"],
+        )?;
+        let mode = match o.values.get("mode").map(String::as_str) {
+            None | Some("early") => Mode::Early,
+            Some("after") => Mode::After,
+            Some("none") => Mode::None,
+            Some(m) => {
+                return Err(format!(
+                    "unknown compaction mode `{m}` (modes: early, after, none)"
+                ))
+            }
+        };
+        let time_limit = match o.values.get("time-limit") {
+            None => 10.0,
+            Some(v) => v.parse::<f64>().ok().filter(|t| *t > 0.0).ok_or_else(|| {
+                format!("option `time-limit` must be a positive number of seconds, found `{v}`")
+            })?,
+        };
+        Ok(Compact {
+            mode,
+            max_candidates: o.get_usize("max-candidates", 64)?,
+            time_limit,
+            max_states: o.get_usize("max-states", 1_000_000)?,
+        })
+    }
+}
+
+/// What one enumeration found.
+#[derive(Clone, Debug, Default)]
+pub struct Enumeration {
+    /// The chosen e-node of every reachable e-class, per candidate.
+    pub candidates: Vec<HashMap<Id, SymbolLang>>,
+    /// The canonical key of each candidate's class.
+    pub keys: Vec<u32>,
+    /// Partial programs expanded.
+    pub expanded_states: usize,
+    /// Partial programs pruned as equivalent to one already seen.
+    pub pruned: usize,
+    /// Complete programs built (before keeping one per class).
+    pub complete_programs: usize,
+    /// Distinct classes among the complete programs.
+    pub classes: usize,
+    /// Whether the search finished (no limit stopped it).
+    pub complete: bool,
+    /// Which limit stopped it, if any.
+    pub stopped_by: Option<&'static str>,
+}
+
+#[derive(Clone)]
+struct State {
+    choice: Vec<u16>,
+    holes: Vec<u32>,
+}
+
+const NONE: u16 = u16::MAX;
+
+/// Enumerates candidates of one e-graph.
+pub struct Enumerator<'a> {
+    eg: &'a EGraph,
+    roots: Vec<u32>,
+    ids: Vec<Id>,
+    index: HashMap<Id, u32>,
+    options: Vec<Vec<SymbolLang>>,
+    kids: Vec<Vec<Vec<u32>>>,
+    interner: HashMap<(String, Vec<u32>), u32>,
+    view_base: HashMap<u32, u32>,
+}
+
+const COMMUTATIVE: &[&str] = &["ew.add", "ew.mul", "ew.max", "ew.min"];
+
+impl<'a> Enumerator<'a> {
+    /// Prepare the enumeration of `g`'s candidates.
+    pub fn new(g: &'a Graph) -> Enumerator<'a> {
+        let eg = &g.egraph;
+        let mut ids = Vec::new();
+        let mut index = HashMap::new();
+        for c in eg.classes() {
+            if matches!(c.data, Data::Value(_)) {
+                index.insert(c.id, ids.len() as u32);
+                ids.push(c.id);
+            }
+        }
+        let mut options = Vec::new();
+        let mut kids = Vec::new();
+        for id in &ids {
+            let nodes: Vec<SymbolLang> = eg[*id].nodes.clone();
+            // Tensor-level matmuls are replaced by their tiled implementations.
+            let tiled: Vec<SymbolLang> = nodes
+                .iter()
+                .filter(|n| n.op.as_str() != "tensor.matmul")
+                .cloned()
+                .collect();
+            let mut opts = if tiled.is_empty() { nodes } else { tiled };
+            opts.sort();
+            let ks = opts
+                .iter()
+                .map(|n| {
+                    node_operands(eg, n)
+                        .iter()
+                        .filter_map(|c| index.get(&eg.find(*c)).copied())
+                        .collect()
+                })
+                .collect();
+            options.push(opts);
+            kids.push(ks);
+        }
+        let mut roots = Vec::new();
+        for r in &g.roots {
+            if let Some(i) = index.get(&eg.find(*r)) {
+                roots.push(*i);
+            }
+        }
+        Enumerator {
+            eg,
+            roots,
+            ids,
+            index,
+            options,
+            kids,
+            interner: HashMap::new(),
+            view_base: HashMap::new(),
+        }
+    }
+
+    fn intern(&mut self, key: (String, Vec<u32>)) -> u32 {
+        let n = self.interner.len() as u32;
+        *self.interner.entry(key).or_insert(n)
+    }
+
+    /// The canonical form of a (partial) program: a number that is equal for
+    /// two programs exactly when their canonical forms are equal.
+    fn canon(&mut self, s: &State) -> u32 {
+        let mut memo: HashMap<u32, u32> = HashMap::new();
+        let mut stack: Vec<(u32, bool)> = self.roots.iter().rev().map(|r| (*r, false)).collect();
+        while let Some((c, done)) = stack.pop() {
+            if memo.contains_key(&c) {
+                continue;
+            }
+            let j = s.choice[c as usize];
+            if j == NONE {
+                let k = self.intern((format!("□{c}"), Vec::new()));
+                memo.insert(c, k);
+                continue;
+            }
+            let kids = self.kids[c as usize][j as usize].clone();
+            if !done {
+                stack.push((c, true));
+                for k in kids.iter().rev() {
+                    if !memo.contains_key(k) {
+                        stack.push((*k, false));
+                    }
+                }
+                continue;
+            }
+            let n = &self.options[c as usize][j as usize];
+            let op = n.op.as_str().to_string();
+            let key = if op == "par.partition" || op == "par.replicate" {
+                // A view: the underlying value with the class's final state.
+                let base = memo[&kids[0]];
+                let base = self.view_base(base);
+                let ty = self.eg[self.ids[c as usize]]
+                    .data
+                    .ty()
+                    .map(Type::to_string)
+                    .unwrap_or_default();
+                (format!("view:{ty}"), vec![base])
+            } else {
+                let mut k: Vec<u32> = kids.iter().map(|x| memo[x]).collect();
+                if COMMUTATIVE.contains(&op.as_str()) {
+                    k.sort();
+                }
+                let attrs: Vec<String> = node_attrs(self.eg, n)
+                    .iter()
+                    .map(|(a, v)| format!("{a}={v}"))
+                    .collect();
+                let def = self.eg.analysis.ctx.registry.op(&op);
+                let ty = if def.is_some_and(|d| d.result_from_declared) {
+                    self.eg[self.ids[c as usize]]
+                        .data
+                        .ty()
+                        .map(Type::to_string)
+                        .unwrap_or_default()
+                } else {
+                    String::new()
+                };
+                (format!("{op}|{}|{ty}", attrs.join(",")), k)
+            };
+            let is_view = key.0.starts_with("view:");
+            let base = key.1.first().copied();
+            let k = self.intern(key);
+            if let (true, Some(b)) = (is_view, base) {
+                self.view_base.insert(k, b);
+            }
+            memo.insert(c, k);
+        }
+        let roots: Vec<u32> = self.roots.iter().map(|r| memo[r]).collect();
+        self.intern(("roots".into(), roots))
+    }
+
+    /// The base of a view chain: a view's canonical key stands for the value
+    /// beneath every view.
+    fn view_base(&self, k: u32) -> u32 {
+        self.view_base.get(&k).copied().unwrap_or(k)
+    }
+
+    /// Whether choosing e-node `j` for class `c` closes a cycle through the
+    /// chosen e-nodes.
+    fn cycles(&self, s: &State, c: u32, j: usize) -> bool {
+        let mut stack: Vec<u32> = self.kids[c as usize][j].clone();
+        let mut seen = HashSet::new();
+        while let Some(x) = stack.pop() {
+            if x == c {
+                return true;
+            }
+            if !seen.insert(x) {
+                continue;
+            }
+            let jx = s.choice[x as usize];
+            if jx != NONE {
+                stack.extend(self.kids[x as usize][jx as usize].iter().copied());
+            }
+        }
+        false
+    }
+
+    /// Enumerate candidates.
+    pub fn run(
+        &mut self,
+        mode: Mode,
+        max_candidates: usize,
+        time_limit: f64,
+        max_states: usize,
+    ) -> Enumeration {
+        let start = Instant::now();
+        let limit = Duration::from_secs_f64(time_limit);
+        let mut out = Enumeration {
+            complete: true,
+            ..Enumeration::default()
+        };
+        let n = self.ids.len();
+        let mut holes: Vec<u32> = Vec::new();
+        for r in self.roots.iter().rev() {
+            if !holes.contains(r) {
+                holes.push(*r);
+            }
+        }
+        let mut stack = vec![State {
+            choice: vec![NONE; n],
+            holes,
+        }];
+        let mut seen_partial: HashSet<u32> = HashSet::new();
+        let mut seen_complete: HashSet<u32> = HashSet::new();
+        while let Some(mut s) = stack.pop() {
+            if out.expanded_states >= max_states {
+                out.stopped_by = Some("max-states");
+                break;
+            }
+            if out.expanded_states.is_multiple_of(256) && start.elapsed() > limit {
+                out.stopped_by = Some("time-limit");
+                break;
+            }
+            let Some(h) = s.holes.pop() else { continue };
+            out.expanded_states += 1;
+            let mut next = Vec::new();
+            for j in 0..self.options[h as usize].len() {
+                if self.cycles(&s, h, j) {
+                    continue;
+                }
+                let mut t = s.clone();
+                t.choice[h as usize] = j as u16;
+                let new: Vec<u32> = self.kids[h as usize][j]
+                    .iter()
+                    .copied()
+                    .filter(|k| t.choice[*k as usize] == NONE && !t.holes.contains(k))
+                    .collect();
+                let mut uniq = Vec::new();
+                for k in new {
+                    if !uniq.contains(&k) {
+                        uniq.push(k);
+                    }
+                }
+                t.holes.extend(uniq.into_iter().rev());
+                if t.holes.is_empty() {
+                    out.complete_programs += 1;
+                    let key = self.canon(&t);
+                    let fresh = seen_complete.insert(key);
+                    if fresh || mode == Mode::None {
+                        out.candidates.push(self.chosen(&t));
+                        out.keys.push(key);
+                    }
+                    continue;
+                }
+                if mode == Mode::Early && !seen_partial.insert(self.canon(&t)) {
+                    out.pruned += 1;
+                    continue;
+                }
+                next.push(t);
+            }
+            // Depth first, first e-node first.
+            stack.extend(next.into_iter().rev());
+            s.holes.clear();
+            if out.candidates.len() >= max_candidates {
+                out.stopped_by = Some("max-candidates");
+                break;
+            }
+        }
+        if out.stopped_by.is_some() && !stack.is_empty() {
+            out.complete = false;
+        } else {
+            out.stopped_by = None;
+        }
+        out.classes = seen_complete.len();
+        out
+    }
+
+    fn chosen(&self, s: &State) -> HashMap<Id, SymbolLang> {
+        s.choice
+            .iter()
+            .enumerate()
+            .filter(|(_, j)| **j != NONE)
+            .map(|(c, j)| (self.ids[c], self.options[c][*j as usize].clone()))
+            .collect()
+    }
+
+    /// The dense index of an e-class.
+    pub fn index_of(&self, id: Id) -> Option<u32> {
+        self.index.get(&self.eg.find(id)).copied()
+    }
+}
+
+/// Kernel count and materialized bytes of a candidate: every value without
+/// parallel state computed by an op (not a view, constant, parameter or
+/// tuple bookkeeping) is written to global memory by one kernel.
+pub fn summary(eg: &EGraph, chosen: &HashMap<Id, SymbolLang>, roots: &[Id]) -> (usize, f64) {
+    let mut kernels = 0;
+    let mut bytes = 0.0;
+    let roots: HashSet<Id> = roots.iter().map(|r| eg.find(*r)).collect();
+    for (c, n) in chosen {
+        let op = n.op.as_str();
+        if op.starts_with("arg")
+            || matches!(
+                op,
+                "par.partition"
+                    | "par.replicate"
+                    | "tensor.full"
+                    | "tensor.iota"
+                    | "tensor.tuple"
+                    | "tensor.get"
+                    | "tensor.reshape"
+                    | "tensor.transpose"
+                    | "tensor.broadcast"
+            )
+        {
+            continue;
+        }
+        let Some(t) = eg[*c].data.ty() else { continue };
+        if t.leaves().iter().all(|l| l.state.is_empty()) {
+            kernels += 1;
+            if !roots.contains(&eg.find(*c)) {
+                bytes += crate::extract::bytes(t);
+            }
+        }
+    }
+    (kernels, bytes)
+}
+
+impl Pass for Compact {
+    fn name(&self) -> &'static str {
+        "compact"
+    }
+
+    fn run(&mut self, m: &mut Module, cx: &mut PassContext<'_>) -> Result<(), PassFailed> {
+        let (mut text, lambdas) = lambda_text(m, cx.registry);
+        let mut used = std::collections::BTreeSet::new();
+        let (mut expanded, mut programs, mut candidates, mut classes, mut pruned) = (0, 0, 0, 0, 0);
+        let mut complete = true;
+        let start = Instant::now();
+        for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
+            let fail = |cx: &mut PassContext<'_>, e: String| {
+                cx.diags.push(Diag::error(
+                    codes::E0703,
+                    format!("`@{}`: {e}", f.name),
+                    f.span,
+                ));
+                PassFailed
+            };
+            let g = graph_of(f, m).map_err(|e| fail(cx, e))?;
+            let mut en = Enumerator::new(&g);
+            let res = en.run(
+                self.mode,
+                self.max_candidates,
+                self.time_limit,
+                self.max_states,
+            );
+            expanded += res.expanded_states;
+            programs += res.complete_programs;
+            classes += res.classes;
+            pruned += res.pruned;
+            candidates += res.candidates.len();
+            if let Some(why) = res.stopped_by {
+                complete = false;
+                cx.diags.push(Diag::warning(
+                    codes::E0706,
+                    format!(
+                        "`@{}`: enumeration stopped by {why} after {} expanded partial programs; emitting the {} candidates found so far",
+                        f.name,
+                        res.expanded_states,
+                        res.candidates.len()
+                    ),
+                    f.name_span,
+                )
+                .with_label("candidates of this function"));
+            }
+            used.extend(library_refs(&g.egraph));
+            for (i, chosen) in res.candidates.iter().enumerate() {
+                let body = to_func_text(&g, &|c| chosen[&g.egraph.find(c)].clone())
+                    .map_err(|e| fail(cx, e))?;
+                let (kernels, bytes) = summary(&g.egraph, chosen, &g.roots);
+                let name = format!("{}.c{i}", g.name);
+                let body =
+                    body.replacen(&format!("func @{}(", g.name), &format!("func @{name}("), 1);
+                let attrs = format!(
+                    " attributes {{kernels = {kernels}, materialized_bytes = {}, source = @{}}} {{",
+                    bytes as u64, g.name
+                );
+                let body = match body.find(" {\n") {
+                    Some(i) => format!("{}{}{}", &body[..i], attrs, &body[i + 2..]),
+                    None => body,
+                };
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(&body);
+            }
+        }
+        text.push_str(&library_used(&used, &lambdas));
+        let (new, diags) = efir_ir::parse_and_verify(&text, cx.registry);
+        if !diags.is_empty() {
+            cx.diags.extend(diags.into_iter().map(|d| Diag {
+                message: format!("in the candidates: {}", d.message),
+                span: efir_diagnostics::Span::default(),
+                ..d
+            }));
+            return Err(PassFailed);
+        }
+        *m = new;
+        cx.stats.insert("mode".into(), json!(self.mode.name()));
+        cx.stats.insert("expanded_states".into(), json!(expanded));
+        cx.stats.insert("pruned_states".into(), json!(pruned));
+        cx.stats.insert("complete_programs".into(), json!(programs));
+        cx.stats.insert("candidates".into(), json!(candidates));
+        cx.stats.insert("classes".into(), json!(classes));
+        cx.stats.insert("complete".into(), json!(complete));
+        cx.stats.insert(
+            "enumeration_time_s".into(),
+            json!(start.elapsed().as_secs_f64()),
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,160 @@
+//! `--compact`: every candidate computes the same as its source (two tile
+//! choices and more), the three modes agree on the classes when they
+//! finish, and limits stop enumeration with a warning and valid output.
+
+use efir_driver::PassFlag;
+use efir_egraph::compact::{Enumerator, Mode};
+use efir_egraph::convert::Graph;
+use efir_egraph::rules::{rules, FAMILIES};
+use efir_interp::compare::CompareOptions;
+use efir_ir::{parse_and_verify, Module, PrintOptions};
+use egg::Runner;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+fn flag(name: &str, options: &str) -> PassFlag {
+    PassFlag {
+        name: name.into(),
+        options: options.into(),
+    }
+}
+
+fn root() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn every_candidate_equals_its_source() {
+    let reg = efir_registry::registry();
+    for e in std::fs::read_dir(root().join("examples/small"))
+        .unwrap()
+        .flatten()
+    {
+        let src = std::fs::read_to_string(e.path()).unwrap();
+        let (a, _) = parse_and_verify(&src, &reg);
+        let name = a.funcs[0].name.clone();
+        let out = efir_driver::run_case(
+            &src,
+            &reg,
+            &[flag("saturate", ""), flag("compact", "max-candidates=6")],
+            PrintOptions::default(),
+        )
+        .unwrap();
+        assert!(
+            out.diags
+                .iter()
+                .all(|d| d.severity != efir_diagnostics::Severity::Error),
+            "{name}: {:?}",
+            out.diags
+        );
+        let (m, d) = parse_and_verify(out.text.as_deref().unwrap(), &reg);
+        assert!(d.is_empty(), "{name}: {d:?}");
+        let cands: Vec<_> = m
+            .funcs
+            .iter()
+            .filter(|f| f.name.starts_with(&format!("{name}.c")))
+            .collect();
+        assert_eq!(cands.len(), 6, "{name}");
+        for c in cands {
+            assert!(c.attrs.contains_key("kernels"), "{}", c.name);
+            let mut b = m.clone();
+            // The candidate under the source's name, so both run the same function.
+            b.funcs
+                .iter_mut()
+                .filter(|f| f.name == c.name)
+                .for_each(|f| f.name = name.clone());
+            let mut o = CompareOptions::new(&name);
+            o.trials = 1;
+            efir_registry::assert_equivalent(&a, &b, &o);
+        }
+    }
+}
+
+fn saturated(m: &Module) -> Graph {
+    let g = efir_egraph::convert::from_func(&m.funcs[0], m).unwrap();
+    let defs = rules(FAMILIES);
+    let rw: Vec<_> = defs.iter().map(|r| r.rewrite()).collect();
+    let ctx = g.egraph.analysis.ctx.clone();
+    let runner: Runner<_, _, ()> = Runner::new(efir_egraph::analysis::TypeAnalysis::new(ctx))
+        .with_egraph(g.egraph)
+        .run(&rw);
+    let eg = runner.egraph;
+    let roots = g.roots.iter().map(|r| eg.find(*r)).collect();
+    Graph {
+        egraph: eg,
+        roots,
+        ..g
+    }
+}
+
+#[test]
+fn modes_agree_on_the_classes() {
+    let src = "func @tiny(%x: tensor<4x8xf32>, %w: tensor<8x6xf32>, %b: tensor<6xf32>) -> tensor<4x6xf32> {
+  %y = tensor.matmul %x, %w : tensor<4x6xf32>
+  %z = ew.add %y, %b : tensor<4x6xf32>
+  %e = ew.exp %z : tensor<4x6xf32>
+  return %e : tensor<4x6xf32>
+}
+";
+    let (m, d) = parse_and_verify(src, &efir_registry::registry());
+    assert!(d.is_empty());
+    let g = saturated(&m);
+    let mut classes = Vec::new();
+    for mode in [Mode::Early, Mode::After, Mode::None] {
+        let res = Enumerator::new(&g).run(mode, usize::MAX, 60.0, usize::MAX);
+        assert!(res.complete, "{mode:?} did not finish");
+        // Keys are interned per enumerator; compare the programs' canonical
+        // texts instead: the printed candidates, one per class.
+        let mut texts = BTreeSet::new();
+        for c in &res.candidates {
+            let t =
+                efir_egraph::convert::to_func_text(&g, &|x| c[&g.egraph.find(x)].clone()).unwrap();
+            texts.insert(t);
+        }
+        classes.push((mode, res.classes, res.expanded_states, texts.len()));
+    }
+    let (early, after, none) = (classes[0], classes[1], classes[2]);
+    assert_eq!(early.1, after.1, "{classes:?}");
+    assert_eq!(after.1, none.1, "{classes:?}");
+    assert!(early.2 <= after.2, "{classes:?}");
+    assert!(none.3 >= after.3);
+}
+
+#[test]
+fn limits_stop_with_a_warning() {
+    let reg = efir_registry::registry();
+    let src = std::fs::read_to_string(root().join("examples/small/lora.efir")).unwrap();
+    let out = efir_driver::run_case(
+        &src,
+        &reg,
+        &[flag("saturate", ""), flag("compact", "max-candidates=3")],
+        PrintOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(out.stats[1]["complete"], false);
+    assert_eq!(out.stats[1]["candidates"], 3);
+    assert!(
+        out.diags
+            .iter()
+            .any(|d| d.code == "E0706" && d.message.contains("max-candidates")),
+        "{:?}",
+        out.diags
+    );
+    let out = efir_driver::run_case(
+        &src,
+        &reg,
+        &[flag("saturate", ""), flag("compact", "max-states=5")],
+        PrintOptions::default(),
+    )
+    .unwrap();
+    assert!(
+        out.diags
+            .iter()
+            .any(|d| d.code == "E0706" && d.message.contains("max-states")),
+        "{:?}",
+        out.diags
+    );
+    assert!(parse_and_verify(out.text.as_deref().unwrap(), &reg)
+        .1
+        .is_empty());
+}
