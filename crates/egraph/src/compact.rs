@@ -518,16 +518,7 @@ impl Pass for Compact {
             }
         }
         text.push_str(&library_used(&used, &lambdas));
-        let (new, diags) = efir_ir::parse_and_verify(&text, cx.registry);
-        if !diags.is_empty() {
-            cx.diags.extend(diags.into_iter().map(|d| Diag {
-                message: format!("in the candidates: {}", d.message),
-                span: efir_diagnostics::Span::default(),
-                ..d
-            }));
-            return Err(PassFailed);
-        }
-        *m = new;
+        crate::saturate::replace_module(m, &text, "in the candidates", cx)?;
         cx.stats.insert("mode".into(), json!(self.mode.name()));
         cx.stats.insert("expanded_states".into(), json!(expanded));
         cx.stats.insert("pruned_states".into(), json!(pruned));

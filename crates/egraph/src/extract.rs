@@ -228,16 +228,7 @@ impl Pass for Extract {
             text.push_str(&body);
         }
         text.push_str(&crate::saturate::library_used(&used_lib, &lambdas));
-        let (new, diags) = efir_ir::parse_and_verify(&text, cx.registry);
-        if !diags.is_empty() {
-            cx.diags.extend(diags.into_iter().map(|d| Diag {
-                message: format!("in the extracted program: {}", d.message),
-                span: efir_diagnostics::Span::default(),
-                ..d
-            }));
-            return Err(PassFailed);
-        }
-        *m = new;
+        crate::saturate::replace_module(m, &text, "in the extracted program", cx)?;
         cx.stats.insert(
             "mode".into(),
             json!(if self.target.is_some() {

@@ -140,6 +140,59 @@ pub fn library_used(used: &BTreeSet<String>, present: &BTreeSet<String>) -> Stri
     format!("\n{}", crate::repairs::used_text(&missing))
 }
 
+/// Parse and verify the module a pass wrote as text and put it in place of
+/// `m`; errors (bugs of the pass) are reported with `what` in front.
+pub fn replace_module(
+    m: &mut Module,
+    text: &str,
+    what: &str,
+    cx: &mut PassContext<'_>,
+) -> Result<(), PassFailed> {
+    let (new, diags) = efir_ir::parse_and_verify(text, cx.registry);
+    if !diags.is_empty() {
+        cx.diags.extend(diags.into_iter().map(|d| Diag {
+            message: format!("{what}: {}", d.message),
+            span: efir_diagnostics::Span::default(),
+            ..d
+        }));
+        return Err(PassFailed);
+    }
+    *m = new;
+    Ok(())
+}
+
+/// Saturate `g` with the rules of `families` under the given limits; the
+/// runner's iterations and stop reason, and the saturated graph.
+pub fn run_rules(
+    g: Graph,
+    families: &[&str],
+    iter_limit: usize,
+    node_limit: usize,
+    time_limit: f64,
+) -> (Graph, Vec<egg::Iteration<()>>, Option<StopReason>) {
+    let defs = rules(families);
+    let rewrites: Vec<_> = defs.iter().map(|r| r.rewrite()).collect();
+    let ctx = g.egraph.analysis.ctx.clone();
+    let runner: Runner<_, _, ()> = Runner::new(crate::analysis::TypeAnalysis::new(ctx))
+        .with_egraph(g.egraph)
+        .with_iter_limit(iter_limit)
+        .with_node_limit(node_limit)
+        .with_time_limit(Duration::from_secs_f64(time_limit))
+        .run(&rewrites);
+    let mut eg = runner.egraph;
+    eg.rebuild();
+    let roots = g.roots.iter().map(|r| eg.find(*r)).collect();
+    (
+        Graph {
+            egraph: eg,
+            roots,
+            ..g
+        },
+        runner.iterations,
+        runner.stop_reason,
+    )
+}
+
 /// The e-graph of a function, whether it is already an e-graph or not.
 pub fn graph_of(f: &efir_ir::Func, m: &Module) -> Result<Graph, String> {
     if f.ops.iter().any(|o| o.name == "egraph.node") {
@@ -183,8 +236,6 @@ impl Pass for Saturate {
 
     fn run(&mut self, m: &mut Module, cx: &mut PassContext<'_>) -> Result<(), PassFailed> {
         let fams: Vec<&str> = self.families.iter().map(String::as_str).collect();
-        let defs = rules(&fams);
-        let rewrites: Vec<_> = defs.iter().map(|r| r.rewrite()).collect();
         let (mut text, lambdas) = lambda_text(m, cx.registry);
         let (mut enodes, mut eclasses, mut iterations) = (0usize, 0usize, 0usize);
         let mut applied: Map<String, Value> = Map::new();
@@ -199,28 +250,21 @@ impl Pass for Saturate {
                 ));
                 PassFailed
             })?;
-            let ctx = g.egraph.analysis.ctx.clone();
-            let runner: Runner<_, _, ()> = Runner::new(crate::analysis::TypeAnalysis::new(ctx))
-                .with_egraph(g.egraph)
-                .with_iter_limit(self.iter_limit)
-                .with_node_limit(self.node_limit)
-                .with_time_limit(Duration::from_secs_f64(self.time_limit))
-                .run(&rewrites);
-            let reason = stop_name(&runner.stop_reason);
+            let (g, iters, stop_reason) =
+                run_rules(g, &fams, self.iter_limit, self.node_limit, self.time_limit);
+            let reason = stop_name(&stop_reason);
             if reason != "saturated" {
                 stop = reason;
             }
-            iterations += runner.iterations.len();
-            for it in &runner.iterations {
+            iterations += iters.len();
+            for it in &iters {
                 for (rule, n) in &it.applied {
                     let e = applied.entry(rule.to_string()).or_insert(json!(0));
                     *e = json!(e.as_u64().unwrap_or(0) + *n as u64);
                 }
             }
-            let mut eg = runner.egraph;
-            eg.rebuild();
-            if !eg.analysis.errors.is_empty() {
-                for e in &eg.analysis.errors {
+            if !g.egraph.analysis.errors.is_empty() {
+                for e in &g.egraph.analysis.errors {
                     cx.diags.push(
                         Diag::error(codes::E0705, format!("`@{}`: {e}", f.name), f.span)
                             .with_note("this is a bug in a rewrite rule"),
@@ -228,31 +272,16 @@ impl Pass for Saturate {
                 }
                 return Err(PassFailed);
             }
-            used_lib.extend(library_refs(&eg));
-            enodes += eg.total_size();
-            eclasses += eg.number_of_classes();
-            let roots = g.roots.iter().map(|r| eg.find(*r)).collect();
-            let g = Graph {
-                egraph: eg,
-                roots,
-                ..g
-            };
+            used_lib.extend(library_refs(&g.egraph));
+            enodes += g.egraph.total_size();
+            eclasses += g.egraph.number_of_classes();
             if !text.is_empty() {
                 text.push('\n');
             }
             text.push_str(&to_egraph_text(&g));
         }
         text.push_str(&library_used(&used_lib, &lambdas));
-        let (new, diags) = efir_ir::parse_and_verify(&text, cx.registry);
-        if !diags.is_empty() {
-            cx.diags.extend(diags.into_iter().map(|d| Diag {
-                message: format!("in the saturated e-graph: {}", d.message),
-                span: efir_diagnostics::Span::default(),
-                ..d
-            }));
-            return Err(PassFailed);
-        }
-        *m = new;
+        replace_module(m, &text, "in the saturated e-graph", cx)?;
         cx.stats.insert("enodes".into(), json!(enodes));
         cx.stats.insert("eclasses".into(), json!(eclasses));
         cx.stats.insert("iterations".into(), json!(iterations));

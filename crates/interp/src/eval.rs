@@ -446,11 +446,13 @@ impl<'m> Interp<'m> {
     }
 }
 
-fn rebuild(t: &Type, fields: &mut dyn Iterator<Item = PTensor>) -> PValue {
+/// A value of type `t` from its tensor fields in order (a missing field is
+/// an empty tensor of the field's type).
+pub fn rebuild(t: &Type, fields: &mut dyn Iterator<Item = PTensor>) -> PValue {
     match t {
-        Type::Tensor(_) => PValue::Tensor(fields.next().unwrap_or(PTensor {
-            dtype: efir_ir::DType::F32,
-            state: State::new(),
+        Type::Tensor(tt) => PValue::Tensor(fields.next().unwrap_or(PTensor {
+            dtype: tt.dtype,
+            state: tt.state.clone(),
             tiles: BTreeMap::new(),
         })),
         Type::Tuple(ts) => PValue::Tuple(ts.iter().map(|t| rebuild(t, fields)).collect()),

@@ -5,10 +5,10 @@
 use efir_driver::PassFlag;
 use efir_egraph::compact::{Enumerator, Mode};
 use efir_egraph::convert::Graph;
-use efir_egraph::rules::{rules, FAMILIES};
+use efir_egraph::rules::FAMILIES;
+use efir_egraph::saturate::run_rules;
 use efir_interp::compare::CompareOptions;
 use efir_ir::{parse_and_verify, Module, PrintOptions};
-use egg::Runner;
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -72,19 +72,7 @@ fn every_candidate_equals_its_source() {
 
 fn saturated(m: &Module) -> Graph {
     let g = efir_egraph::convert::from_func(&m.funcs[0], m).unwrap();
-    let defs = rules(FAMILIES);
-    let rw: Vec<_> = defs.iter().map(|r| r.rewrite()).collect();
-    let ctx = g.egraph.analysis.ctx.clone();
-    let runner: Runner<_, _, ()> = Runner::new(efir_egraph::analysis::TypeAnalysis::new(ctx))
-        .with_egraph(g.egraph)
-        .run(&rw);
-    let eg = runner.egraph;
-    let roots = g.roots.iter().map(|r| eg.find(*r)).collect();
-    Graph {
-        egraph: eg,
-        roots,
-        ..g
-    }
+    run_rules(g, FAMILIES, 30, 20_000, 60.0).0
 }
 
 #[test]

@@ -4,12 +4,11 @@
 //! e-graph of its saturated source: every op of the target is an e-node and
 //! its returns are the source's roots.
 
-use efir_egraph::analysis::TypeAnalysis;
 use efir_egraph::convert::{from_func, lookup_func, Graph};
-use efir_egraph::rules::{rules, FAMILIES};
+use efir_egraph::rules::FAMILIES;
+use efir_egraph::saturate::run_rules;
 use efir_interp::compare::CompareOptions;
 use efir_ir::{parse_and_verify, Module};
-use egg::Runner;
 use std::path::Path;
 
 fn load(rel: &str) -> Module {
@@ -26,22 +25,13 @@ fn load(rel: &str) -> Module {
 
 fn saturated(m: &Module) -> Graph {
     let g = from_func(&m.funcs[0], m).unwrap();
-    let defs = rules(FAMILIES);
-    let rw: Vec<_> = defs.iter().map(|r| r.rewrite()).collect();
-    let ctx = g.egraph.analysis.ctx.clone();
-    let runner: Runner<_, _, ()> = Runner::new(TypeAnalysis::new(ctx))
-        .with_egraph(g.egraph)
-        .with_iter_limit(30)
-        .with_node_limit(50_000)
-        .run(&rw);
-    let eg = runner.egraph;
-    assert!(eg.analysis.errors.is_empty(), "{:?}", eg.analysis.errors);
-    let roots = g.roots.iter().map(|r| eg.find(*r)).collect();
-    Graph {
-        egraph: eg,
-        roots,
-        ..g
-    }
+    let (g, _, _) = run_rules(g, FAMILIES, 30, 50_000, 60.0);
+    assert!(
+        g.egraph.analysis.errors.is_empty(),
+        "{:?}",
+        g.egraph.analysis.errors
+    );
+    g
 }
 
 fn check(source: &str, target: &str) {

@@ -5,12 +5,12 @@
 //! sizes. Every rule of the family must have fired somewhere, so none goes
 //! unchecked.
 
-use efir_egraph::analysis::EGraph;
 use efir_egraph::convert::{from_func, to_func_text, Graph};
 use efir_egraph::rules::rules;
+use efir_egraph::saturate::run_rules;
 use efir_interp::compare::CompareOptions;
 use efir_ir::{parse_and_verify, Module};
-use egg::{CostFunction, Extractor, Id, Language, Runner, SymbolLang};
+use egg::{CostFunction, Extractor, Id, Language, SymbolLang};
 use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -64,27 +64,17 @@ impl CostFunction<SymbolLang> for RandomCost {
 }
 
 fn saturate(m: &Module, families: &[&str], fired: &mut BTreeSet<String>) -> Graph {
-    let f = &m.funcs[0];
-    let g = from_func(f, m).unwrap();
-    let defs = rules(families);
-    let rw: Vec<_> = defs.iter().map(|r| r.rewrite()).collect();
-    let ctx = g.egraph.analysis.ctx.clone();
-    let runner: Runner<_, _, ()> = Runner::new(efir_egraph::analysis::TypeAnalysis::new(ctx))
-        .with_egraph(g.egraph)
-        .with_iter_limit(8)
-        .with_node_limit(4000)
-        .run(&rw);
-    for it in &runner.iterations {
+    let g = from_func(&m.funcs[0], m).unwrap();
+    let (g, iterations, _) = run_rules(g, families, 8, 4000, 60.0);
+    for it in &iterations {
         fired.extend(it.applied.keys().map(|s| s.to_string()));
     }
-    let eg: EGraph = runner.egraph;
-    assert!(eg.analysis.errors.is_empty(), "{:?}", eg.analysis.errors);
-    let roots = g.roots.iter().map(|r| eg.find(*r)).collect();
-    Graph {
-        egraph: eg,
-        roots,
-        ..g
-    }
+    assert!(
+        g.egraph.analysis.errors.is_empty(),
+        "{:?}",
+        g.egraph.analysis.errors
+    );
+    g
 }
 
 fn check_family(family: &str, with: &[&str]) {

@@ -208,18 +208,7 @@ fn reduce(cx: &GlobalCtx<'_>, a: &[&PValue]) -> R {
         }
     }
     let mut it = out.into_iter();
-    Ok(rebuild(cx.result, &mut it))
-}
-
-fn rebuild(t: &Type, it: &mut dyn Iterator<Item = PTensor>) -> PValue {
-    match t {
-        Type::Tensor(tt) => PValue::Tensor(it.next().unwrap_or(PTensor {
-            dtype: tt.dtype,
-            state: tt.state.clone(),
-            tiles: BTreeMap::new(),
-        })),
-        Type::Tuple(ts) => PValue::Tuple(ts.iter().map(|t| rebuild(t, it)).collect()),
-    }
+    Ok(efir_interp::eval::rebuild(cx.result, &mut it))
 }
 
 /// The semantics of every `par` op.
