@@ -42,7 +42,11 @@ fn main() {
         "workload", "mode", "expanded", "programs", "candidates", "classes", "done", "time (s)"
     );
     let limit: f64 = limit.parse().expect("--time-limit takes seconds");
-    for w in WORKLOADS {
+    let only = get("--only");
+    for w in WORKLOADS
+        .iter()
+        .filter(|w| only.as_deref().is_none_or(|o| o == **w))
+    {
         let src = std::fs::read_to_string(root.join(format!("{dir}/{w}.efir"))).expect("workload");
         let flags = [PassFlag {
             name: "saturate".into(),

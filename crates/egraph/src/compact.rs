@@ -8,11 +8,15 @@
 //!
 //! Two candidates are equivalent (`≈`) when their canonical forms agree:
 //! operands of commutative pointwise ops (`add`, `mul`, `max`, `min`) are
-//! sorted, and a chain of parallel views (`par.partition`, `par.replicate`)
-//! over a value is the value with the chain's final parallel state, however
-//! the chain was written. Matmul structure, reduction organization and
-//! intermediate storage are part of the form, so candidates that differ in
-//! them stay distinct.
+//! sorted; parallel views (`par.partition`, `par.replicate`) are transparent
+//! (a value read through views is the value), and pointwise ops, constants
+//! and data views are keyed without their parallel state, so where they sit
+//! relative to the views does not matter. The ops that organize the
+//! computation (`tile.matmul`, `tensor.matmul`, `tensor.reduce`,
+//! `par.combine`, `par.reduce`, `par.collect`) are keyed with their result's
+//! parallel state: candidates with different matmul structure, reduction
+//! organization or intermediate storage (where values are combined and
+//! materialized) stay distinct.
 //!
 //! Modes: `none` keeps every complete candidate; `after` builds every
 //! complete candidate and keeps one per class; `early` (the default) also
@@ -147,7 +151,6 @@ pub struct Enumerator<'a> {
     options: Vec<Vec<SymbolLang>>,
     kids: Vec<Vec<Vec<u32>>>,
     interner: HashMap<(String, Vec<u32>), u32>,
-    view_base: HashMap<u32, u32>,
 }
 
 const COMMUTATIVE: &[&str] = &["ew.add", "ew.mul", "ew.max", "ew.min"];
@@ -202,7 +205,6 @@ impl<'a> Enumerator<'a> {
             options,
             kids,
             interner: HashMap::new(),
-            view_base: HashMap::new(),
         }
     }
 
@@ -238,53 +240,53 @@ impl<'a> Enumerator<'a> {
             }
             let n = &self.options[c as usize][j as usize];
             let op = n.op.as_str().to_string();
-            let key = if op == "par.partition" || op == "par.replicate" {
-                // A view: the underlying value with the class's final state.
-                let base = memo[&kids[0]];
-                let base = self.view_base(base);
-                let ty = self.eg[self.ids[c as usize]]
-                    .data
-                    .ty()
-                    .map(Type::to_string)
-                    .unwrap_or_default();
-                (format!("view:{ty}"), vec![base])
-            } else {
-                let mut k: Vec<u32> = kids.iter().map(|x| memo[x]).collect();
-                if COMMUTATIVE.contains(&op.as_str()) {
-                    k.sort();
-                }
-                let attrs: Vec<String> = node_attrs(self.eg, n)
-                    .iter()
-                    .map(|(a, v)| format!("{a}={v}"))
-                    .collect();
-                let def = self.eg.analysis.ctx.registry.op(&op);
-                let ty = if def.is_some_and(|d| d.result_from_declared) {
-                    self.eg[self.ids[c as usize]]
-                        .data
-                        .ty()
-                        .map(Type::to_string)
-                        .unwrap_or_default()
-                } else {
-                    String::new()
-                };
-                (format!("{op}|{}|{ty}", attrs.join(",")), k)
-            };
-            let is_view = key.0.starts_with("view:");
-            let base = key.1.first().copied();
-            let k = self.intern(key);
-            if let (true, Some(b)) = (is_view, base) {
-                self.view_base.insert(k, b);
+            if op == "par.partition" || op == "par.replicate" {
+                // A view is transparent: a value read through a partition or a
+                // replicate is the same value, whatever the chain.
+                let k = memo[&kids[0]];
+                memo.insert(c, k);
+                continue;
             }
+            let mut k: Vec<u32> = kids.iter().map(|x| memo[x]).collect();
+            if COMMUTATIVE.contains(&op.as_str()) {
+                k.sort();
+            }
+            let attrs: Vec<String> = node_attrs(self.eg, n)
+                .iter()
+                .map(|(a, v)| format!("{a}={v}"))
+                .collect();
+            // Ops that organize the computation (matmuls, reductions,
+            // combines, storage) are keyed with their result's parallel
+            // state; pointwise ops, constants and views of data are not, so
+            // where they sit relative to partitions does not matter.
+            let structural = matches!(
+                op.as_str(),
+                "tile.matmul"
+                    | "tensor.matmul"
+                    | "tensor.reduce"
+                    | "par.combine"
+                    | "par.reduce"
+                    | "par.collect"
+            );
+            let ty = self.eg[self.ids[c as usize]].data.ty();
+            let ty = if structural {
+                ty.map(Type::to_string).unwrap_or_default()
+            } else {
+                ty.map(|t| {
+                    t.leaves()
+                        .iter()
+                        .map(|l| efir_ir::TensorType::new(l.dtype, l.shape.clone()).to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default()
+            };
+            let key = (format!("{op}|{}|{ty}", attrs.join(",")), k);
+            let k = self.intern(key);
             memo.insert(c, k);
         }
         let roots: Vec<u32> = self.roots.iter().map(|r| memo[r]).collect();
         self.intern(("roots".into(), roots))
-    }
-
-    /// The base of a view chain: a view's canonical key stands for the value
-    /// beneath every view.
-    fn view_base(&self, k: u32) -> u32 {
-        self.view_base.get(&k).copied().unwrap_or(k)
     }
 
     /// Whether choosing e-node `j` for class `c` closes a cycle through the

@@ -146,3 +146,15 @@ fn limits_stop_with_a_warning() {
         .1
         .is_empty());
 }
+
+#[test]
+fn early_compaction_finishes_on_ngpt() {
+    let src = std::fs::read_to_string(root().join("examples/small/ngpt.efir")).unwrap();
+    let (m, d) = parse_and_verify(&src, &efir_registry::registry());
+    assert!(d.is_empty());
+    let g = saturated(&m);
+    let res = Enumerator::new(&g).run(Mode::Early, usize::MAX, 120.0, usize::MAX);
+    assert!(res.complete, "early compaction did not finish: {res:?}");
+    assert!(res.classes > 1);
+    assert!(res.pruned > 0);
+}
