@@ -179,6 +179,25 @@ fn exercise(text: &str) {
         "saturate/extract failed on a valid module: {:?}\n{text}",
         out.diags
     );
+    let flags = [
+        PassFlag {
+            name: "saturate".into(),
+            options: "node-limit=200,iter-limit=2".into(),
+        },
+        PassFlag {
+            name: "compact".into(),
+            options: "max-candidates=2,max-states=200".into(),
+        },
+    ];
+    let out = efir_driver::run_case(text, &reg, &flags, PrintOptions::default())
+        .expect("pipeline builds");
+    assert!(
+        out.diags
+            .iter()
+            .all(|d| d.severity != efir_diagnostics::Severity::Error),
+        "saturate/compact failed on a valid module: {:?}\n{text}",
+        out.diags
+    );
 }
 
 proptest! {
