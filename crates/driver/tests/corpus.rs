@@ -31,7 +31,15 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 pub fn all_files() -> Vec<PathBuf> {
     let root = repo_root();
     let mut out = Vec::new();
-    for d in ["examples", "lit-tests", "docs", "bench"] {
+    for d in [
+        "examples",
+        "lit-tests",
+        "docs",
+        "bench",
+        "crates",
+        "dialects",
+        "tools",
+    ] {
         walk(&root.join(d), &mut out);
     }
     out

@@ -20,7 +20,7 @@ pub const INFO: PassInfo = PassInfo {
     options: &[
         (
             "families",
-            "rule families separated by `+` or given once each (default: all)",
+            "rule families, separated by `,` or `+` (default: all)",
         ),
         ("iter-limit", "maximum iterations (default 30)"),
         ("node-limit", "maximum e-nodes (default 20000)"),
@@ -47,7 +47,7 @@ impl Saturate {
         let families: Vec<String> = match o.values.get("families") {
             None => FAMILIES.iter().map(|s| s.to_string()).collect(),
             Some(v) => v
-                .split(['+', ' '])
+                .split(['+', ',', ' '])
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
                 .collect(),

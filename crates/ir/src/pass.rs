@@ -42,13 +42,21 @@ pub struct PassOptions {
 impl PassOptions {
     /// Parse `key=value,key=value` (an empty string gives no options).
     pub fn parse(s: &str) -> Result<PassOptions, String> {
-        let mut values = IndexMap::new();
+        let mut values: IndexMap<String, String> = IndexMap::new();
         for (n, item) in s.split(',').filter(|i| !i.trim().is_empty()).enumerate() {
-            // A bare first item is the pass's mode: `--extract=greedy`.
+            // A bare first item is the pass's mode: `--extract=greedy`; a bare
+            // later item continues the previous value's list:
+            // `families=algebraic,refinement`.
             let (k, v) = match item.split_once('=') {
                 Some(kv) => kv,
                 None if n == 0 => ("mode", item),
-                None => return Err(format!("option `{item}` is not of the form key=value")),
+                None => {
+                    if let Some((_, last)) = values.last_mut() {
+                        last.push(',');
+                        last.push_str(item.trim());
+                    }
+                    continue;
+                }
             };
             if values
                 .insert(k.trim().to_string(), v.trim().to_string())
@@ -199,7 +207,9 @@ mod tests {
             PassOptions::parse("greedy").unwrap().values["mode"],
             "greedy"
         );
-        assert!(PassOptions::parse("a=1,x").is_err());
+        let l = PassOptions::parse("families=a,b,n=3").unwrap();
+        assert_eq!(l.values["families"], "a,b");
+        assert_eq!(l.get_usize("n", 0), Ok(3));
         assert!(PassOptions::parse("a=1,a=2").is_err());
         assert!(o.get_usize("b", 0).is_err());
     }
