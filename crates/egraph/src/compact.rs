@@ -462,14 +462,7 @@ impl Pass for Compact {
         let mut complete = true;
         let start = Instant::now();
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
-            let fail = |cx: &mut PassContext<'_>, e: String| {
-                cx.diags.push(Diag::error(
-                    codes::E0703,
-                    format!("`@{}`: {e}", f.name),
-                    f.span,
-                ));
-                PassFailed
-            };
+            let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
             let g = graph_of(f, m).map_err(|e| fail(cx, e))?;
             let mut en = Enumerator::new(&g);
             let res = en.run(

@@ -152,14 +152,7 @@ impl Pass for Extract {
         let mut total = 0.0;
         let mut used_lib = std::collections::BTreeSet::new();
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
-            let fail = |cx: &mut PassContext<'_>, e: String| {
-                cx.diags.push(Diag::error(
-                    codes::E0703,
-                    format!("`@{}`: {e}", f.name),
-                    f.span,
-                ));
-                PassFailed
-            };
+            let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
             let mut g = graph_of(f, m).map_err(|e| fail(cx, e))?;
             let body = if let Some(path) = &self.target {
                 let text = std::fs::read_to_string(path)

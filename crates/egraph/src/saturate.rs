@@ -140,6 +140,16 @@ pub fn library_used(used: &BTreeSet<String>, present: &BTreeSet<String>) -> Stri
     format!("\n{}", crate::repairs::used_text(&missing))
 }
 
+/// Report that function `f` could not be processed (`E0703`).
+pub fn func_failed(cx: &mut PassContext<'_>, f: &efir_ir::Func, e: String) -> PassFailed {
+    cx.diags.push(Diag::error(
+        codes::E0703,
+        format!("`@{}`: {e}", f.name),
+        f.span,
+    ));
+    PassFailed
+}
+
 /// Parse and verify the module a pass wrote as text and put it in place of
 /// `m`; errors (bugs of the pass) are reported with `what` in front.
 pub fn replace_module(
@@ -242,14 +252,7 @@ impl Pass for Saturate {
         let mut stop = "saturated";
         let mut used_lib = BTreeSet::new();
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
-            let g = graph_of(f, m).map_err(|e| {
-                cx.diags.push(Diag::error(
-                    codes::E0703,
-                    format!("`@{}`: {e}", f.name),
-                    f.span,
-                ));
-                PassFailed
-            })?;
+            let g = graph_of(f, m).map_err(|e| func_failed(cx, f, e))?;
             let (g, iters, stop_reason) =
                 run_rules(g, &fams, self.iter_limit, self.node_limit, self.time_limit);
             let reason = stop_name(&stop_reason);
