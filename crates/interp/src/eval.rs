@@ -348,14 +348,7 @@ impl<'m> Interp<'m> {
             return Ok(PValue::Tensor(self.slice_whole(whole, t.dtype, state)?));
         }
         let coords = self.coords(state)?;
-        let mut fields: Vec<PTensor> = leaves
-            .iter()
-            .map(|t| PTensor {
-                dtype: t.dtype,
-                state: t.state.clone(),
-                tiles: BTreeMap::new(),
-            })
-            .collect();
+        let mut fields: Vec<PTensor> = leaves.iter().map(|t| PTensor::empty(t)).collect();
         for coord in coords {
             let locals: Vec<Local> = operands
                 .iter()
@@ -450,11 +443,7 @@ impl<'m> Interp<'m> {
 /// an empty tensor of the field's type).
 pub fn rebuild(t: &Type, fields: &mut dyn Iterator<Item = PTensor>) -> PValue {
     match t {
-        Type::Tensor(tt) => PValue::Tensor(fields.next().unwrap_or(PTensor {
-            dtype: tt.dtype,
-            state: tt.state.clone(),
-            tiles: BTreeMap::new(),
-        })),
+        Type::Tensor(tt) => PValue::Tensor(fields.next().unwrap_or(PTensor::empty(tt))),
         Type::Tuple(ts) => PValue::Tuple(ts.iter().map(|t| rebuild(t, fields)).collect()),
     }
 }

@@ -108,6 +108,15 @@ impl PTensor {
         }
     }
 
+    /// A value of type `t` with no tiles yet.
+    pub fn empty(t: &efir_ir::TensorType) -> PTensor {
+        PTensor {
+            dtype: t.dtype,
+            state: t.state.clone(),
+            tiles: BTreeMap::new(),
+        }
+    }
+
     /// The axis names in coordinate order.
     pub fn axes(&self) -> Vec<&str> {
         self.state.keys().map(String::as_str).collect()

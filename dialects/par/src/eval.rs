@@ -177,14 +177,7 @@ fn reduce(cx: &GlobalCtx<'_>, a: &[&PValue]) -> R {
     let x0 = fields.first().ok_or("empty tuple")?;
     let at = pos(&x0.state, p);
     let result_leaves = cx.result.leaves();
-    let mut out: Vec<PTensor> = result_leaves
-        .iter()
-        .map(|t| PTensor {
-            dtype: t.dtype,
-            state: t.state.clone(),
-            tiles: BTreeMap::new(),
-        })
-        .collect();
+    let mut out: Vec<PTensor> = result_leaves.iter().map(|t| PTensor::empty(t)).collect();
     for key in x0.tiles.keys().filter(|k| k[at] == 0) {
         let base = without(key, at);
         let state_at = |c: usize| -> Result<Vec<Tile>, String> {
