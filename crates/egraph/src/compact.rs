@@ -6,17 +6,32 @@
 //! programs*: programs whose unresolved e-classes are named holes `□c`,
 //! resolved leftmost first.
 //!
+//! The candidate space has one more rule: a value is organized one way per
+//! program. Values are grouped into *value classes* (e-classes linked by
+//! partitions, replicates and combines that assemble tiles: the same value
+//! under different parallel states; a partial result is not its combined
+//! value); every e-class of a value class that the program computes with an
+//! op (not a view) uses the same kind of op, so a value may be recomputed
+//! under several states but not computed two different ways.
+//!
 //! Two candidates are equivalent (`≈`) when their canonical forms agree:
-//! operands of commutative pointwise ops (`add`, `mul`, `max`, `min`) are
-//! sorted; parallel views (`par.partition`, `par.replicate`) are transparent
-//! (a value read through views is the value), and pointwise ops, constants
-//! and data views are keyed without their parallel state, so where they sit
-//! relative to the views does not matter. The ops that organize the
-//! computation (`tile.matmul`, `tensor.matmul`, `tensor.reduce`,
-//! `par.combine`, `par.reduce`, `par.collect`) are keyed with their result's
-//! parallel state: candidates with different matmul structure, reduction
-//! organization or intermediate storage (where values are combined and
-//! materialized) stay distinct.
+//! - parallel views (`par.partition`, `par.replicate`, and `par.combine` of a
+//!   partitioned axis that leaves some parallel state) are transparent: a
+//!   value read through views is the value;
+//! - a pointwise region (`ew.*`, constants, reshape/transpose/broadcast) is
+//!   keyed by the value class it computes and the set of its inputs, so
+//!   operand order, association, where casts and factors sit and where the
+//!   region sits relative to the views do not matter;
+//! - a `par.combine` that leaves a value without parallel state is a
+//!   materialization (a kernel boundary) and is keyed;
+//! - the ops that organize the computation (`tile.matmul`, `tensor.reduce`,
+//!   reducing combines, `par.reduce`, `par.collect`) are keyed with their
+//!   attributes and the axes of their result that hold partial results
+//!   (the reduction organization); partitioned and replicated axes are not
+//!   part of the key, because their tile sizes are schedule parameters and a
+//!   full-extent tile is the unpartitioned form.
+//! So candidates with different matmul structure, reduction organization or
+//! intermediate storage stay distinct.
 //!
 //! Modes: `none` keeps every complete candidate; `after` builds every
 //! complete candidate and keeps one per class; `early` (the default) also
@@ -29,7 +44,7 @@ use crate::convert::{node_attrs, node_operands, to_func_text, Graph};
 use crate::saturate::{graph_of, lambda_text, library_refs, library_used};
 use efir_diagnostics::{codes, Diag};
 use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
-use efir_ir::{Module, Type};
+use efir_ir::{AxisState, Module};
 use egg::{Id, SymbolLang};
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
@@ -138,6 +153,8 @@ pub struct Enumeration {
 struct State {
     choice: Vec<u16>,
     holes: Vec<u32>,
+    /// The label of the op producing each value class, where one was chosen.
+    produced: Vec<u32>,
 }
 
 const NONE: u16 = u16::MAX;
@@ -150,10 +167,45 @@ pub struct Enumerator<'a> {
     index: HashMap<Id, u32>,
     options: Vec<Vec<SymbolLang>>,
     kids: Vec<Vec<Vec<u32>>>,
-    interner: HashMap<(String, Vec<u32>), u32>,
+    /// How each option of each class enters the canonical form.
+    kind: Vec<Vec<Kind>>,
+    /// The value class of each e-class.
+    value: Vec<u32>,
+    interner: HashMap<(u32, Vec<u32>), u32>,
 }
 
-const COMMUTATIVE: &[&str] = &["ew.add", "ew.mul", "ew.max", "ew.min"];
+/// How an e-node enters the canonical form (the number is its interned
+/// label).
+#[derive(Clone, Copy)]
+enum Kind {
+    /// Transparent: the value read through it is its operand's.
+    View,
+    /// Part of a pointwise region, keyed by its value and the region's
+    /// inputs.
+    Pointwise(u32),
+    /// Assembles tiles into a value without parallel state: a kernel
+    /// boundary.
+    Materialize(u32),
+    /// Keyed by its label and its operands' keys.
+    Op(u32),
+}
+
+const HOLE: u32 = u32::MAX;
+const ROOTS: u32 = u32::MAX - 1;
+
+/// Ops inside pointwise regions: their canonical form is the region's value
+/// and the set of its inputs, whatever the expression's shape.
+fn pointwise(op: &str) -> bool {
+    op.starts_with("ew.")
+        || matches!(
+            op,
+            "tensor.broadcast"
+                | "tensor.reshape"
+                | "tensor.transpose"
+                | "tensor.full"
+                | "tensor.iota"
+        )
+}
 
 impl<'a> Enumerator<'a> {
     /// Prepare the enumeration of `g`'s candidates.
@@ -179,7 +231,7 @@ impl<'a> Enumerator<'a> {
                 .collect();
             let mut opts = if tiled.is_empty() { nodes } else { tiled };
             opts.sort();
-            let ks = opts
+            let ks: Vec<Vec<u32>> = opts
                 .iter()
                 .map(|n| {
                     node_operands(eg, n)
@@ -191,6 +243,62 @@ impl<'a> Enumerator<'a> {
             options.push(opts);
             kids.push(ks);
         }
+        let cats: Vec<Vec<(u8, String)>> = (0..ids.len())
+            .map(|c| {
+                (0..options[c].len())
+                    .map(|j| node_kind(eg, &options[c][j], ids[c], &kids[c][j], &ids))
+                    .collect()
+            })
+            .collect();
+        // Value classes: e-classes that hold the same value under different
+        // parallel states (linked by partitions, replicates and combines
+        // that assemble tiles) share one (union-find). A partial result is
+        // not its combined value.
+        let mut parent: Vec<u32> = (0..ids.len() as u32).collect();
+        fn find(p: &mut [u32], mut x: u32) -> u32 {
+            while p[x as usize] != x {
+                p[x as usize] = p[p[x as usize] as usize];
+                x = p[x as usize];
+            }
+            x
+        }
+        for (c, cs) in cats.iter().enumerate() {
+            for (j, (cat, _)) in cs.iter().enumerate() {
+                if *cat == 0 || *cat == 2 {
+                    if let Some(k) = kids[c][j].first() {
+                        let (a, b) = (find(&mut parent, c as u32), find(&mut parent, *k));
+                        parent[a.max(b) as usize] = a.min(b);
+                    }
+                }
+            }
+        }
+        let value: Vec<u32> = (0..ids.len() as u32)
+            .map(|c| find(&mut parent, c))
+            .collect();
+        // Labels of pointwise ops and other ops name their value class.
+        let mut labels: HashMap<String, u32> = HashMap::new();
+        let kind = cats
+            .into_iter()
+            .enumerate()
+            .map(|(c, cs)| {
+                cs.into_iter()
+                    .map(|(cat, label)| {
+                        let label = match cat {
+                            1 | 3 => format!("{}|{label}", value[c]),
+                            _ => label,
+                        };
+                        let n = labels.len() as u32;
+                        let l = *labels.entry(label).or_insert(n);
+                        match cat {
+                            0 => Kind::View,
+                            1 => Kind::Pointwise(l),
+                            2 => Kind::Materialize(l),
+                            _ => Kind::Op(l),
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
         let mut roots = Vec::new();
         for r in &g.roots {
             if let Some(i) = index.get(&eg.find(*r)) {
@@ -204,19 +312,24 @@ impl<'a> Enumerator<'a> {
             index,
             options,
             kids,
+            kind,
+            value,
             interner: HashMap::new(),
         }
     }
 
-    fn intern(&mut self, key: (String, Vec<u32>)) -> u32 {
+    fn intern(&mut self, label: u32, kids: Vec<u32>) -> u32 {
         let n = self.interner.len() as u32;
-        *self.interner.entry(key).or_insert(n)
+        *self.interner.entry((label, kids)).or_insert(n)
     }
 
     /// The canonical form of a (partial) program: a number that is equal for
     /// two programs exactly when their canonical forms are equal.
     fn canon(&mut self, s: &State) -> u32 {
+        // The key of each resolved class, and for classes computed by a
+        // pointwise region, the region's inputs (sorted keys).
         let mut memo: HashMap<u32, u32> = HashMap::new();
+        let mut region: HashMap<u32, Vec<u32>> = HashMap::new();
         let mut stack: Vec<(u32, bool)> = self.roots.iter().rev().map(|r| (*r, false)).collect();
         while let Some((c, done)) = stack.pop() {
             if memo.contains_key(&c) {
@@ -224,69 +337,57 @@ impl<'a> Enumerator<'a> {
             }
             let j = s.choice[c as usize];
             if j == NONE {
-                let k = self.intern((format!("□{c}"), Vec::new()));
+                let k = self.intern(HOLE, vec![c]);
                 memo.insert(c, k);
                 continue;
             }
-            let kids = self.kids[c as usize][j as usize].clone();
+            let (ci, ji) = (c as usize, j as usize);
             if !done {
                 stack.push((c, true));
-                for k in kids.iter().rev() {
+                for k in self.kids[ci][ji].iter().rev() {
                     if !memo.contains_key(k) {
                         stack.push((*k, false));
                     }
                 }
                 continue;
             }
-            let n = &self.options[c as usize][j as usize];
-            let op = n.op.as_str().to_string();
-            if op == "par.partition" || op == "par.replicate" {
-                // A view is transparent: a value read through a partition or a
-                // replicate is the same value, whatever the chain.
-                let k = memo[&kids[0]];
-                memo.insert(c, k);
-                continue;
+            let kids = &self.kids[ci][ji];
+            match self.kind[ci][ji] {
+                Kind::View => {
+                    let k = memo[&kids[0]];
+                    memo.insert(c, k);
+                    if let Some(r) = region.get(&kids[0]).cloned() {
+                        region.insert(c, r);
+                    }
+                }
+                Kind::Pointwise(l) => {
+                    let mut inputs: Vec<u32> = Vec::new();
+                    for x in kids {
+                        match region.get(x) {
+                            Some(r) => inputs.extend(r.iter().copied()),
+                            None => inputs.push(memo[x]),
+                        }
+                    }
+                    inputs.sort_unstable();
+                    inputs.dedup();
+                    let k = self.intern(l, inputs.clone());
+                    memo.insert(c, k);
+                    region.insert(c, inputs);
+                }
+                Kind::Materialize(l) => {
+                    let k = vec![memo[&kids[0]]];
+                    let k = self.intern(l, k);
+                    memo.insert(c, k);
+                }
+                Kind::Op(l) => {
+                    let k: Vec<u32> = kids.iter().map(|x| memo[x]).collect();
+                    let k = self.intern(l, k);
+                    memo.insert(c, k);
+                }
             }
-            let mut k: Vec<u32> = kids.iter().map(|x| memo[x]).collect();
-            if COMMUTATIVE.contains(&op.as_str()) {
-                k.sort();
-            }
-            let attrs: Vec<String> = node_attrs(self.eg, n)
-                .iter()
-                .map(|(a, v)| format!("{a}={v}"))
-                .collect();
-            // Ops that organize the computation (matmuls, reductions,
-            // combines, storage) are keyed with their result's parallel
-            // state; pointwise ops, constants and views of data are not, so
-            // where they sit relative to partitions does not matter.
-            let structural = matches!(
-                op.as_str(),
-                "tile.matmul"
-                    | "tensor.matmul"
-                    | "tensor.reduce"
-                    | "par.combine"
-                    | "par.reduce"
-                    | "par.collect"
-            );
-            let ty = self.eg[self.ids[c as usize]].data.ty();
-            let ty = if structural {
-                ty.map(Type::to_string).unwrap_or_default()
-            } else {
-                ty.map(|t| {
-                    t.leaves()
-                        .iter()
-                        .map(|l| efir_ir::TensorType::new(l.dtype, l.shape.clone()).to_string())
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .unwrap_or_default()
-            };
-            let key = (format!("{op}|{}|{ty}", attrs.join(",")), k);
-            let k = self.intern(key);
-            memo.insert(c, k);
         }
         let roots: Vec<u32> = self.roots.iter().map(|r| memo[r]).collect();
-        self.intern(("roots".into(), roots))
+        self.intern(ROOTS, roots)
     }
 
     /// Whether choosing e-node `j` for class `c` closes a cycle through the
@@ -333,6 +434,7 @@ impl<'a> Enumerator<'a> {
         let mut stack = vec![State {
             choice: vec![NONE; n],
             holes,
+            produced: vec![u32::MAX; n],
         }];
         let mut seen_partial: HashSet<u32> = HashSet::new();
         let mut seen_complete: HashSet<u32> = HashSet::new();
@@ -352,8 +454,24 @@ impl<'a> Enumerator<'a> {
                 if self.cycles(&s, h, j) {
                     continue;
                 }
+                // One organization per value: a value that several parallel
+                // states of the program need is computed the same way in each
+                // (recomputing it is fine, computing it differently is not).
+                let label = match self.kind[h as usize][j] {
+                    Kind::Pointwise(l) | Kind::Op(l) => Some(l),
+                    Kind::View | Kind::Materialize(_) => None,
+                };
+                let v = self.value[h as usize] as usize;
+                if let Some(l) = label {
+                    if s.produced[v] != u32::MAX && s.produced[v] != l {
+                        continue;
+                    }
+                }
                 let mut t = s.clone();
                 t.choice[h as usize] = j as u16;
+                if let Some(l) = label {
+                    t.produced[v] = l;
+                }
                 let new: Vec<u32> = self.kids[h as usize][j]
                     .iter()
                     .copied()
@@ -412,6 +530,98 @@ impl<'a> Enumerator<'a> {
     pub fn index_of(&self, id: Id) -> Option<u32> {
         self.index.get(&self.eg.find(id)).copied()
     }
+}
+
+/// How an e-node enters the canonical form: 0 view, 1 pointwise, 2
+/// materialize, 3 other op; and its label.
+fn node_kind(eg: &EGraph, n: &SymbolLang, id: Id, kids: &[u32], ids: &[Id]) -> (u8, String) {
+    let op = n.op.as_str();
+    let ty = eg[id].data.ty();
+    let stateless = ty
+        .map(|t| {
+            t.leaves()
+                .iter()
+                .map(|l| efir_ir::TensorType::new(l.dtype, l.shape.clone()).to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    if op == "par.partition" || op == "par.replicate" {
+        // A view is transparent: a value read through a partition or a
+        // replicate is the same value, whatever the chain.
+        return (0, String::new());
+    }
+    if pointwise(op) {
+        // A pointwise region is keyed by the value it computes and its
+        // inputs: how the expression is written (operand order, association,
+        // where casts and factors sit, where it sits relative to the views)
+        // does not matter.
+        return (1, format!("pointwise|{stateless}"));
+    }
+    if op == "par.combine" {
+        let kid_ty = kids.first().and_then(|k| eg[ids[*k as usize]].data.ty());
+        let reduces = match (kid_ty, ty) {
+            (Some(a), Some(b)) => a.leaves().iter().zip(b.leaves()).any(|(a, b)| {
+                a.state
+                    .iter()
+                    .any(|(x, st)| matches!(st, AxisState::Partial(_)) && !b.state.contains_key(x))
+            }),
+            _ => false,
+        };
+        if !reduces {
+            // Assembling tiles: a view, unless it leaves a value without
+            // parallel state, which is materialized (a kernel boundary).
+            let whole = ty.is_some_and(|t| t.leaves().iter().all(|l| l.state.is_empty()));
+            return if whole {
+                (2, format!("materialize|{stateless}"))
+            } else {
+                (0, String::new())
+            };
+        }
+    }
+    let attrs: Vec<String> = node_attrs(eg, n)
+        .iter()
+        .map(|(a, v)| format!("{a}={v}"))
+        .collect();
+    // Ops that organize the computation (matmuls, reductions, combines,
+    // storage) are keyed with their reduction organization: which axes hold
+    // partial results. Partitioned (grid) and replicated (recomputing) axes
+    // are views whose tile sizes are schedule parameters: a full-extent tile
+    // is the unpartitioned form. Tuple bookkeeping is keyed without state.
+    let structural = matches!(
+        op,
+        "tile.matmul"
+            | "tensor.matmul"
+            | "tensor.reduce"
+            | "par.combine"
+            | "par.reduce"
+            | "par.collect"
+    );
+    let ty = if structural {
+        ty.map(|t| {
+            t.leaves()
+                .iter()
+                .map(|l| {
+                    let partial: Vec<String> = l
+                        .state
+                        .iter()
+                        .filter(|(_, st)| matches!(st, AxisState::Partial(_)))
+                        .map(|(x, st)| format!("@{x}: {st}"))
+                        .collect();
+                    format!(
+                        "{}[{}]",
+                        efir_ir::TensorType::new(l.dtype, l.shape.clone()),
+                        partial.join(",")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+    } else {
+        stateless
+    };
+    (3, format!("{op}|{}|{ty}", attrs.join(",")))
 }
 
 /// Kernel count and materialized bytes of a candidate: every value without
