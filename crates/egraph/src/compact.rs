@@ -30,6 +30,7 @@
 //!   (the reduction organization); partitioned and replicated axes are not
 //!   part of the key, because their tile sizes are schedule parameters and a
 //!   full-extent tile is the unpartitioned form.
+//!
 //! So candidates with different matmul structure, reduction organization or
 //! intermediate storage stay distinct.
 //!
