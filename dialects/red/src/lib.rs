@@ -219,7 +219,8 @@ pub fn update_source(r: &Attr, dtype: DType) -> Option<String> {
     ))
 }
 
-fn repair_parts(args: &[(Option<String>, Attr)]) -> Option<(&Attr, &Attr, &str, &str)> {
+/// The parts of a `#red.repair` term: producer, consumer, `f` and `h`.
+pub fn repair_parts(args: &[(Option<String>, Attr)]) -> Option<(&Attr, &Attr, &str, &str)> {
     let pos: Vec<&Attr> = args
         .iter()
         .filter(|(k, _)| k.is_none())

@@ -1,0 +1,1049 @@
+//! Triton Python for a [`Plan`].
+
+use crate::{py_ident, tl_dtype, torch_dtype, Extent, Kernel, Plan};
+use efir_dialect_red::{arity, repair_parts};
+use efir_ir::dialect::Signatures;
+use efir_ir::{Attr, AxisState, DType, Type, ValueId};
+use indexmap::IndexSet;
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// One dim of a block: its length (a constexpr expression), the variable
+/// holding its offsets, and the logical extent (for masks).
+#[derive(Clone, Debug)]
+struct BD {
+    size: String,
+    offs: String,
+    ext: String,
+}
+
+/// A block value in a kernel.
+#[derive(Clone, Debug)]
+struct Blk {
+    var: String,
+    dims: Vec<BD>,
+    dtype: DType,
+    depth: usize,
+}
+
+#[derive(Clone, Debug)]
+enum Val {
+    T(Blk),
+    Tup(Vec<Val>),
+}
+
+impl Val {
+    fn depth(&self) -> usize {
+        match self {
+            Val::T(b) => b.depth,
+            Val::Tup(v) => v.iter().map(Val::depth).max().unwrap_or(0),
+        }
+    }
+    fn blocks(&self) -> Vec<Blk> {
+        match self {
+            Val::T(b) => vec![b.clone()],
+            Val::Tup(v) => v.iter().flat_map(Val::blocks).collect(),
+        }
+    }
+}
+
+/// Per dim: the axis tiling it, if any.
+type Layout = Vec<Option<String>>;
+
+struct Scope {
+    header: String,
+    lines: Vec<String>,
+}
+
+struct KernelEmitter<'p, 'a> {
+    p: &'p Plan<'a>,
+    sigs: Signatures,
+    scopes: Vec<Scope>,
+    memo: HashMap<(ValueId, Layout), Val>,
+    bound: HashMap<String, usize>,
+    offs: HashMap<String, (String, usize)>,
+    n: usize,
+    loads: IndexSet<(ValueId, usize)>,
+}
+
+fn layout_of(t: &Type) -> Layout {
+    let l = t.leaves();
+    let Some(first) = l.first() else {
+        return Vec::new();
+    };
+    let mut lay = vec![None; first.shape.len()];
+    for (a, st) in &first.state {
+        if let AxisState::Part(i) = st {
+            lay[*i] = Some(a.clone());
+        }
+    }
+    lay
+}
+
+fn extents(t: &Type) -> Vec<Extent> {
+    t.leaves()
+        .first()
+        .map(|l| l.shape.iter().map(Extent::of).collect())
+        .unwrap_or_default()
+}
+
+fn literal(a: &Attr) -> String {
+    match a.as_f64() {
+        Some(x) if x.is_nan() => "float('nan')".into(),
+        Some(x) if x == f64::INFINITY => "float('inf')".into(),
+        Some(x) if x == f64::NEG_INFINITY => "float('-inf')".into(),
+        Some(x) => format!("{x:?}"),
+        None => "0".into(),
+    }
+}
+
+/// `v` indexed to rank `r` (dims aligned from the right).
+fn expand(var: &str, rank: usize, r: usize) -> String {
+    if rank == r || rank == 0 {
+        return var.to_string();
+    }
+    let mut idx: Vec<&str> = vec!["None"; r - rank];
+    idx.extend(std::iter::repeat_n(":", rank));
+    format!("{var}[{}]", idx.join(", "))
+}
+
+/// 1-D offsets of dim `i` of a rank-`r` block, broadcastable.
+fn along(offs: &str, i: usize, r: usize) -> String {
+    if r == 1 {
+        return offs.to_string();
+    }
+    let idx: Vec<&str> = (0..r).map(|j| if j == i { ":" } else { "None" }).collect();
+    format!("{offs}[{}]", idx.join(", "))
+}
+
+fn shape_list(dims: &[BD]) -> String {
+    let s: Vec<&str> = dims.iter().map(|d| d.size.as_str()).collect();
+    format!("[{}]", s.join(", "))
+}
+
+/// The Triton expression of a pointwise op over operand expressions.
+fn pointwise(op: &str, attrs: &indexmap::IndexMap<String, Attr>, a: &[String], dt: DType) -> Result<String, String> {
+    let x = |i: usize| a[i].clone();
+    let f32 = |i: usize| format!("({}).to(tl.float32)", a[i]);
+    let back = |e: String| format!("({e}).to({})", tl_dtype(dt));
+    Ok(match op {
+        "ew.add" => format!("{} + {}", x(0), x(1)),
+        "ew.sub" => format!("{} - {}", x(0), x(1)),
+        "ew.mul" => format!("{} * {}", x(0), x(1)),
+        "ew.div" => format!("{} / {}", x(0), x(1)),
+        "ew.pow" => back(format!("tl.exp({} * tl.log({}))", f32(1), f32(0))),
+        "ew.max" => format!("tl.maximum({}, {})", x(0), x(1)),
+        "ew.min" => format!("tl.minimum({}, {})", x(0), x(1)),
+        "ew.neg" => format!("-({})", x(0)),
+        "ew.abs" => format!("tl.abs({})", x(0)),
+        "ew.exp" => back(format!("tl.exp({})", f32(0))),
+        "ew.log" => back(format!("tl.log({})", f32(0))),
+        "ew.sqrt" => back(format!("tl.sqrt({})", f32(0))),
+        "ew.rsqrt" => back(format!("tl.rsqrt({})", f32(0))),
+        "ew.sigmoid" => back(format!("tl.sigmoid({})", f32(0))),
+        "ew.tanh" => back(format!("2.0 * tl.sigmoid(2.0 * {}) - 1.0", f32(0))),
+        "ew.erf" => back(format!("tl.erf({})", f32(0))),
+        "ew.select" => format!("tl.where({}, {}, {})", x(0), x(1), x(2)),
+        "ew.cast" => back(x(0)),
+        "ew.cmp" => {
+            let p = match attrs.get("pred").and_then(Attr::as_word) {
+                Some("lt") => "<",
+                Some("le") => "<=",
+                Some("gt") => ">",
+                Some("ge") => ">=",
+                Some("eq") => "==",
+                Some("ne") => "!=",
+                _ => return Err("ew.cmp without a predicate".into()),
+            };
+            format!("{} {p} {}", x(0), x(1))
+        }
+        other => return Err(format!("no Triton lowering for `{other}`")),
+    })
+}
+
+impl<'p, 'a> KernelEmitter<'p, 'a> {
+    fn new(p: &'p Plan<'a>) -> Self {
+        KernelEmitter {
+            p,
+            sigs: crate::signatures(p.module),
+            scopes: vec![Scope {
+                header: String::new(),
+                lines: Vec::new(),
+            }],
+            memo: HashMap::new(),
+            bound: HashMap::new(),
+            offs: HashMap::new(),
+            n: 0,
+            loads: IndexSet::new(),
+        }
+    }
+
+    fn fresh(&mut self, p: &str) -> String {
+        self.n += 1;
+        format!("{p}{}", self.n)
+    }
+
+    fn line(&mut self, depth: usize, l: String) {
+        self.scopes[depth].lines.push(l);
+    }
+
+    fn top(&self) -> usize {
+        self.scopes.len() - 1
+    }
+
+    /// Bind axis `a` to tile index `idx` at `depth`.
+    fn bind(&mut self, a: &str, idx: &str, depth: usize) {
+        let id = py_ident(a);
+        let var = format!("offs_{id}");
+        self.line(
+            depth,
+            format!("{var} = {idx} * BLOCK_{id} + tl.arange(0, BLOCK_{id})"),
+        );
+        self.bound.insert(a.to_string(), depth);
+        self.offs.insert(format!("axis:{a}"), (var, depth));
+    }
+
+    fn dim(&mut self, ext: &Extent, axis: Option<&str>) -> Result<(BD, usize), String> {
+        match axis {
+            Some(a) => {
+                let Some(d) = self.bound.get(a).copied() else {
+                    return Err(format!(
+                        "a value tiled by @{a} is needed where @{a} is neither a grid axis nor a loop"
+                    ));
+                };
+                let id = py_ident(a);
+                Ok((
+                    BD {
+                        size: format!("BLOCK_{id}"),
+                        offs: format!("offs_{id}"),
+                        ext: ext.kernel(),
+                    },
+                    d,
+                ))
+            }
+            None => {
+                let p = ext.padded();
+                let key = format!("ar:{p}");
+                let var = match self.offs.get(&key) {
+                    Some((v, _)) => v.clone(),
+                    None => {
+                        let v = format!("ar_{}", py_ident(&p));
+                        self.line(0, format!("{v} = tl.arange(0, {p})"));
+                        self.offs.insert(key, (v.clone(), 0));
+                        v
+                    }
+                };
+                Ok((
+                    BD {
+                        size: p,
+                        offs: var,
+                        ext: ext.kernel(),
+                    },
+                    0,
+                ))
+            }
+        }
+    }
+
+    fn dims(&mut self, exts: &[Extent], lay: &Layout) -> Result<(Vec<BD>, usize), String> {
+        let mut out = Vec::new();
+        let mut depth = 0;
+        for (e, a) in exts.iter().zip(lay) {
+            let (d, dp) = self.dim(e, a.as_deref())?;
+            depth = depth.max(dp);
+            out.push(d);
+        }
+        Ok((out, depth))
+    }
+
+    fn mask(dims: &[BD]) -> String {
+        let r = dims.len();
+        let m: Vec<String> = dims
+            .iter()
+            .enumerate()
+            .map(|(i, d)| format!("({} < {})", along(&d.offs, i, r), d.ext))
+            .collect();
+        m.join(" & ")
+    }
+
+    fn ptr(name: &str, dims: &[BD], exts: &[Extent], lead: Option<(&str, String)>) -> String {
+        // Row-major strides over the buffer's extents (`lead` is a leading
+        // collected dim indexed by a scalar).
+        let all: Vec<String> = exts.iter().map(Extent::kernel).collect();
+        let stride = |i: usize| -> String {
+            if i + 1 >= all.len() {
+                "1".into()
+            } else {
+                all[i + 1..].join(" * ")
+            }
+        };
+        let r = dims.len();
+        let off = lead.is_some() as usize;
+        let mut terms = Vec::new();
+        if let Some((idx, _)) = &lead {
+            terms.push(format!("{idx} * ({})", stride(0)));
+        }
+        for (i, d) in dims.iter().enumerate() {
+            terms.push(format!("{} * ({})", along(&d.offs, i, r), stride(i + off)));
+        }
+        if terms.is_empty() {
+            name.to_string()
+        } else {
+            format!("{name} + {}", terms.join(" + "))
+        }
+    }
+
+    fn load(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        let f = self.p.func;
+        let t = f.ty(v).clone();
+        let leaves: Vec<_> = t.leaves().into_iter().cloned().collect();
+        let mut fields = Vec::new();
+        for (i, l) in leaves.iter().enumerate() {
+            let exts: Vec<Extent> = l.shape.iter().map(Extent::of).collect();
+            let (dims, depth) = self.dims(&exts, lay)?;
+            self.loads.insert((v, i));
+            let name = buf_param(f, v, i);
+            let var = self.fresh("x");
+            let line = if dims.is_empty() {
+                format!("{var} = tl.load({name})")
+            } else {
+                format!(
+                    "{var} = tl.load({}, mask={}, other=0)",
+                    Self::ptr(&name, &dims, &exts, None),
+                    Self::mask(&dims)
+                )
+            };
+            self.line(depth, line);
+            fields.push(Val::T(Blk {
+                var,
+                dims,
+                dtype: l.dtype,
+                depth,
+            }));
+        }
+        Ok(if matches!(t, Type::Tuple(_)) {
+            Val::Tup(fields)
+        } else {
+            fields.pop().ok_or("empty value")?
+        })
+    }
+
+    fn emit(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        if let Some(x) = self.memo.get(&(v, lay.clone())) {
+            return Ok(x.clone());
+        }
+        let x = if self.p.buffer[v.index()] {
+            self.load(v, lay)?
+        } else {
+            self.emit_def(v, lay)?
+        };
+        self.memo.insert((v, lay.clone()), x.clone());
+        Ok(x)
+    }
+
+    fn result(&mut self, v: ValueId, lay: &Layout, expr: String, depth: usize) -> Result<Val, String> {
+        let f = self.p.func;
+        let t = f.ty(v).as_tensor().ok_or("expected a tensor")?.clone();
+        let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
+        let (dims, dd) = self.dims(&exts, lay)?;
+        let depth = depth.max(dd);
+        let var = self.fresh("v");
+        self.line(depth, format!("{var} = {expr}"));
+        Ok(Val::T(Blk {
+            var,
+            dims,
+            dtype: t.dtype,
+            depth,
+        }))
+    }
+
+    fn emit_def(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        let f = self.p.func;
+        let Some(i) = self.p.def[v.index()] else {
+            return self.load(v, lay);
+        };
+        let op = &f.ops[i];
+        let name = op.name.as_str();
+        let rt = f.ty(v).clone();
+        let rank = extents(&rt).len();
+        match name {
+            "par.partition" | "par.replicate" | "par.combine" => self.emit(op.operands[0], lay),
+            "tensor.tuple" => {
+                let mut out = Vec::new();
+                for o in &op.operands {
+                    if extents(f.ty(*o)).len() != lay.len() {
+                        return Err("a tuple of values of different ranks inside a kernel".into());
+                    }
+                    out.push(self.emit(*o, lay)?);
+                }
+                Ok(Val::Tup(out))
+            }
+            "tensor.get" => {
+                let idx = op.attrs.get("index").and_then(Attr::as_int).unwrap_or(0) as usize;
+                match self.emit(op.operands[0], lay)? {
+                    Val::Tup(fs) => fs.get(idx).cloned().ok_or_else(|| "tensor.get out of range".into()),
+                    Val::T(b) => Ok(Val::T(b)),
+                }
+            }
+            "tensor.full" => {
+                let value = literal(op.attrs.get("value").unwrap_or(&Attr::Int(0)));
+                let t = rt.as_tensor().ok_or("expected a tensor")?;
+                let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
+                let (dims, depth) = self.dims(&exts, lay)?;
+                let var = self.fresh("c");
+                self.line(
+                    depth,
+                    format!("{var} = tl.full({}, {value}, {})", shape_list(&dims), tl_dtype(t.dtype)),
+                );
+                Ok(Val::T(Blk {
+                    var,
+                    dims,
+                    dtype: t.dtype,
+                    depth,
+                }))
+            }
+            "tensor.iota" => {
+                let d = op.attrs.get("dim").and_then(Attr::as_int).unwrap_or(0) as usize;
+                let t = rt.as_tensor().ok_or("expected a tensor")?;
+                let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
+                let (dims, depth) = self.dims(&exts, lay)?;
+                let e = format!(
+                    "tl.broadcast_to({}, {}).to({})",
+                    along(&dims[d].offs, d, dims.len()),
+                    shape_list(&dims),
+                    tl_dtype(t.dtype)
+                );
+                self.result(v, lay, e, depth)
+            }
+            "tensor.broadcast" => {
+                let a = op.operands[0];
+                let ea = extents(f.ty(a));
+                let er = extents(&rt);
+                let k = er.len() - ea.len();
+                let la: Layout = (0..ea.len())
+                    .map(|j| {
+                        if ea[j] == Extent::N(1) && er[j + k] != Extent::N(1) {
+                            None
+                        } else {
+                            lay[j + k].clone()
+                        }
+                    })
+                    .collect();
+                let x = self.block(a, &la)?;
+                let (dims, depth) = self.dims(&er, lay)?;
+                let e = format!(
+                    "tl.broadcast_to({}, {})",
+                    expand(&x.var, x.dims.len(), rank),
+                    shape_list(&dims)
+                );
+                self.result(v, lay, e, depth.max(x.depth))
+            }
+            "tensor.transpose" => {
+                let perm = op
+                    .attrs
+                    .get("perm")
+                    .and_then(Attr::as_int_array)
+                    .ok_or("transpose without perm")?;
+                let mut la: Layout = vec![None; rank];
+                for (k, p) in perm.iter().enumerate() {
+                    la[*p as usize] = lay[k].clone();
+                }
+                let x = self.block(op.operands[0], &la)?;
+                let ps: Vec<String> = perm.iter().map(|p| p.to_string()).collect();
+                let e = if rank == 2 && perm == [1, 0] {
+                    format!("tl.trans({})", x.var)
+                } else {
+                    format!("tl.permute({}, ({},))", x.var, ps.join(", "))
+                };
+                self.result(v, lay, e, x.depth)
+            }
+            "tensor.reshape" => {
+                let a = op.operands[0];
+                let ea = extents(f.ty(a));
+                let er = extents(&rt);
+                let nu_a: Vec<usize> = (0..ea.len()).filter(|j| ea[*j] != Extent::N(1)).collect();
+                let nu_r: Vec<usize> = (0..er.len()).filter(|j| er[*j] != Extent::N(1)).collect();
+                if nu_a.len() != nu_r.len() || nu_a.iter().zip(&nu_r).any(|(x, y)| ea[*x] != er[*y]) {
+                    return Err("a reshape that merges or splits dims inside a kernel".into());
+                }
+                if (0..er.len()).any(|j| er[j] == Extent::N(1) && lay[j].is_some()) {
+                    return Err("a reshape of a tiled unit dim".into());
+                }
+                let mut la: Layout = vec![None; ea.len()];
+                for (x, y) in nu_a.iter().zip(&nu_r) {
+                    la[*x] = lay[*y].clone();
+                }
+                let x = self.block(a, &la)?;
+                let (dims, depth) = self.dims(&er, lay)?;
+                let e = format!("tl.reshape({}, {})", x.var, shape_list(&dims));
+                self.result(v, lay, e, depth.max(x.depth))
+            }
+            "tensor.reduce" => self.reduce(v, lay),
+            "par.reduce" => self.par_reduce(v, lay),
+            "tile.matmul" | "tensor.matmul" => self.matmul(v, lay),
+            _ if name.starts_with("ew.") => {
+                let mut args = Vec::new();
+                let mut depth = 0;
+                let er = extents(&rt);
+                for o in &op.operands {
+                    let ea = extents(f.ty(*o));
+                    let k = er.len() - ea.len();
+                    let la: Layout = (0..ea.len())
+                        .map(|j| {
+                            if ea[j] == Extent::N(1) && er[j + k] != Extent::N(1) {
+                                None
+                            } else {
+                                lay[j + k].clone()
+                            }
+                        })
+                        .collect();
+                    let x = self.block(*o, &la)?;
+                    depth = depth.max(x.depth);
+                    args.push(expand(&x.var, x.dims.len(), rank));
+                }
+                let dt = rt.as_tensor().ok_or("expected a tensor")?.dtype;
+                let e = pointwise(name, &op.attrs, &args, dt)?;
+                self.result(v, lay, e, depth)
+            }
+            other => Err(format!("no Triton lowering for `{other}` inside a kernel")),
+        }
+    }
+
+    fn block(&mut self, v: ValueId, lay: &Layout) -> Result<Blk, String> {
+        match self.emit(v, lay)? {
+            Val::T(b) => Ok(b),
+            Val::Tup(_) => Err("a tuple where a tensor was expected".into()),
+        }
+    }
+
+    /// The layout of operand `a` of a reduction over `d`, from the request.
+    fn reduce_input_layout(&self, a: ValueId, lay: &Layout, d: usize) -> Layout {
+        let f = self.p.func;
+        let mut la = lay.clone();
+        let own = f.ty(a).leaves().first().and_then(|l| {
+            l.state.iter().find_map(|(ax, st)| match st {
+                AxisState::Part(i) if *i == d => Some(ax.clone()),
+                _ => None,
+            })
+        });
+        la.insert(d, own);
+        la
+    }
+
+    fn reduce(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let r = op.attrs.get("reducer").ok_or("reduce without reducer")?.clone();
+        let d = op.attrs.get("dim").and_then(Attr::as_int).unwrap_or(0) as usize;
+        let a = op.operands[0];
+        let la = self.reduce_input_layout(a, lay, d);
+        let xs = self.emit(a, &la)?.blocks();
+        let depth = xs.iter().map(|b| b.depth).max().unwrap_or(0);
+        let states = self.tile_reduce(&r, &xs, d, depth)?;
+        self.finish(v, lay, states, depth)
+    }
+
+    /// Cast reducer states (f32 expressions of the result's block shape) to
+    /// the result's dtypes.
+    fn finish(&mut self, v: ValueId, lay: &Layout, states: Vec<String>, depth: usize) -> Result<Val, String> {
+        let f = self.p.func;
+        let rt = f.ty(v).clone();
+        let leaves: Vec<_> = rt.leaves().into_iter().cloned().collect();
+        if leaves.len() != states.len() {
+            return Err("reducer state count differs from the result's fields".into());
+        }
+        let mut out = Vec::new();
+        for (l, s) in leaves.iter().zip(states) {
+            let exts: Vec<Extent> = l.shape.iter().map(Extent::of).collect();
+            let (dims, dd) = self.dims(&exts, lay)?;
+            let depth = depth.max(dd);
+            let var = self.fresh("r");
+            self.line(depth, format!("{var} = ({s}).to({})", tl_dtype(l.dtype)));
+            out.push(Val::T(Blk {
+                var,
+                dims,
+                dtype: l.dtype,
+                depth,
+            }));
+        }
+        Ok(if matches!(rt, Type::Tuple(_)) {
+            Val::Tup(out)
+        } else {
+            out.pop().ok_or("no state")?
+        })
+    }
+
+    /// Reduce blocks along dim `d`: the reducer's states as f32 variables.
+    fn tile_reduce(&mut self, r: &Attr, xs: &[Blk], d: usize, depth: usize) -> Result<Vec<String>, String> {
+        let Attr::Term(name, args) = r else {
+            return Err("malformed reducer".into());
+        };
+        let rank = xs.first().map(|b| b.dims.len()).ok_or("reduction of nothing")?;
+        let mask = {
+            let b = &xs[0];
+            format!("({} < {})", along(&b.dims[d].offs, d, rank), b.dims[d].ext)
+        };
+        match name.as_str() {
+            "red.sum" | "red.max" => {
+                let (fun, ident) = if name == "red.sum" {
+                    ("tl.sum", "0.0")
+                } else {
+                    ("tl.max", "float('-inf')")
+                };
+                let var = self.fresh("s");
+                self.line(
+                    depth,
+                    format!(
+                        "{var} = {fun}(tl.where({mask}, ({}).to(tl.float32), {ident}), axis={d})",
+                        xs[0].var
+                    ),
+                );
+                Ok(vec![var])
+            }
+            "red.prod" => {
+                let mut out = Vec::new();
+                let mut rest = xs;
+                for (_, c) in args {
+                    let n = arity(c, &self.sigs).ok_or("malformed product")?.inputs;
+                    let (h, t) = rest.split_at(n.min(rest.len()));
+                    out.extend(self.tile_reduce(c, h, d, depth)?);
+                    rest = t;
+                }
+                Ok(out)
+            }
+            "red.repair" => {
+                let (p, c, fname, _) = repair_parts(args).ok_or("malformed repair")?;
+                let (p, c, fname) = (p.clone(), c.clone(), fname.to_string());
+                let ip = arity(&p, &self.sigs).ok_or("malformed repair")?.inputs;
+                let s = self.tile_reduce(&p, &xs[..ip.min(xs.len())], d, depth)?;
+                // f(x, s') with the tile's producer state broadcast along d.
+                let mut fargs: Vec<String> = xs.iter().map(|b| format!("({}).to(tl.float32)", b.var)).collect();
+                for sv in &s {
+                    fargs.push(along_insert(sv, d, rank));
+                }
+                let ys = self.inline(&fname, &fargs, depth)?;
+                let yb: Vec<Blk> = ys
+                    .into_iter()
+                    .map(|var| Blk {
+                        var,
+                        dims: xs[0].dims.clone(),
+                        dtype: DType::F32,
+                        depth,
+                    })
+                    .collect();
+                let cs = self.tile_reduce(&c, &yb, d, depth)?;
+                Ok(s.into_iter().chain(cs).collect())
+            }
+            other => Err(format!("no Triton lowering for reducer #{other}")),
+        }
+    }
+
+    /// Merge two reducer states (variables), at `depth`.
+    fn combine(&mut self, r: &Attr, a: &[String], b: &[String], depth: usize) -> Result<Vec<String>, String> {
+        let Attr::Term(name, args) = r else {
+            return Err("malformed reducer".into());
+        };
+        match name.as_str() {
+            "red.sum" | "red.max" => {
+                let var = self.fresh("m");
+                let e = if name == "red.sum" {
+                    format!("{} + {}", a[0], b[0])
+                } else {
+                    format!("tl.maximum({}, {})", a[0], b[0])
+                };
+                self.line(depth, format!("{var} = {e}"));
+                Ok(vec![var])
+            }
+            "red.prod" => {
+                let mut out = Vec::new();
+                let (mut ra, mut rb) = (a, b);
+                for (_, c) in args {
+                    let n = arity(c, &self.sigs).ok_or("malformed product")?.states;
+                    let (ha, ta) = ra.split_at(n.min(ra.len()));
+                    let (hb, tb) = rb.split_at(n.min(rb.len()));
+                    out.extend(self.combine(c, ha, hb, depth)?);
+                    (ra, rb) = (ta, tb);
+                }
+                Ok(out)
+            }
+            "red.repair" => {
+                let (p, c, _, h) = repair_parts(args).ok_or("malformed repair")?;
+                let (p, c, h) = (p.clone(), c.clone(), h.to_string());
+                let np = arity(&p, &self.sigs).ok_or("malformed repair")?.states;
+                let (s1, c1) = a.split_at(np.min(a.len()));
+                let (s2, c2) = b.split_at(np.min(b.len()));
+                let s = self.combine(&p, s1, s2, depth)?;
+                let args1: Vec<String> = c1.iter().chain(s1).chain(&s).cloned().collect();
+                let args2: Vec<String> = c2.iter().chain(s2).chain(&s).cloned().collect();
+                let c1 = self.inline(&h, &args1, depth)?;
+                let c2 = self.inline(&h, &args2, depth)?;
+                let cs = self.combine(&c, &c1, &c2, depth)?;
+                Ok(s.into_iter().chain(cs).collect())
+            }
+            other => Err(format!("no Triton lowering for reducer #{other}")),
+        }
+    }
+
+    /// Inline a pointwise function of the module over block expressions.
+    fn inline(&mut self, fname: &str, args: &[String], depth: usize) -> Result<Vec<String>, String> {
+        let g = self
+            .p
+            .module
+            .func(fname)
+            .ok_or_else(|| format!("unknown function @{fname}"))?;
+        if g.params.len() != args.len() {
+            return Err(format!("@{fname} takes {} arguments", g.params.len()));
+        }
+        let mut env: HashMap<ValueId, String> = HashMap::new();
+        for (p, a) in g.params.iter().zip(args) {
+            env.insert(*p, a.clone());
+        }
+        for op in &g.ops {
+            let dt = g.ty(op.result).as_tensor().map(|t| t.dtype).unwrap_or(DType::F32);
+            let e = if op.name == "tensor.full" {
+                literal(op.attrs.get("value").unwrap_or(&Attr::Int(0)))
+            } else {
+                let xs: Vec<String> = op.operands.iter().map(|o| env[o].clone()).collect();
+                pointwise(&op.name, &op.attrs, &xs, dt)?
+            };
+            let var = self.fresh("g");
+            self.line(depth, format!("{var} = {e}"));
+            env.insert(op.result, var);
+        }
+        Ok(g.returns.iter().map(|r| env[r].clone()).collect())
+    }
+
+    fn par_reduce(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let r = op.attrs.get("reducer").ok_or("par.reduce without reducer")?.clone();
+        let axis = op.attrs.get("axis").and_then(Attr::as_symbol).ok_or("par.reduce without axis")?.to_string();
+        if self.bound.contains_key(&axis) {
+            return Err(format!("@{axis} is reduced inside its own loop"));
+        }
+        let outer = self.top();
+        let rt = f.ty(v).clone();
+        let leaves: Vec<_> = rt.leaves().into_iter().cloned().collect();
+        let idents = efir_dialect_red::identity(&r).ok_or("reducer without identity")?;
+        let mut accs = Vec::new();
+        for (l, id) in leaves.iter().zip(&idents) {
+            let exts: Vec<Extent> = l.shape.iter().map(Extent::of).collect();
+            let (dims, _) = self.dims(&exts, lay)?;
+            let var = self.fresh("acc");
+            let idv = if id.is_infinite() {
+                if *id < 0.0 { "float('-inf')".to_string() } else { "float('inf')".to_string() }
+            } else {
+                format!("{id:?}")
+            };
+            self.line(outer, format!("{var} = tl.full({}, {idv}, tl.float32)", shape_list(&dims)));
+            accs.push(var);
+        }
+        let id = py_ident(&axis);
+        let i = format!("i_{id}");
+        self.scopes.push(Scope {
+            header: format!("for {i} in range(0, NT_{id}):"),
+            lines: Vec::new(),
+        });
+        let inner = self.top();
+        self.bind(&axis, &i, inner);
+        let xs = self.emit(op.operands[0], lay)?.blocks();
+        let xv: Vec<String> = xs.iter().map(|b| format!("({}).to(tl.float32)", b.var)).collect();
+        let merged = self.combine(&r, &accs, &xv, inner)?;
+        for (a, m) in accs.iter().zip(&merged) {
+            self.line(inner, format!("{a} = {m}"));
+        }
+        // Close the loop.
+        let sc = self.scopes.pop().ok_or("no scope")?;
+        self.scopes[outer].lines.push(sc.header);
+        for l in sc.lines {
+            self.scopes[outer].lines.push(format!("    {l}"));
+        }
+        self.bound.remove(&axis);
+        self.offs.retain(|_, (_, d)| *d < inner);
+        self.memo.retain(|_, x| x.depth() < inner);
+        self.finish(v, lay, accs, outer)
+    }
+
+    fn matmul(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let own = layout_of(f.ty(v));
+        if &own != lay {
+            return Err(format!(
+                "the matmul result `%{}` is needed tiled differently from how it is computed",
+                f.value(v).name
+            ));
+        }
+        let (a, b) = (op.operands[0], op.operands[1]);
+        let xa = self.block(a, &layout_of(f.ty(a)))?;
+        let xb = self.block(b, &layout_of(f.ty(b)))?;
+        let (ra, rb) = (xa.dims.len(), xb.dims.len());
+        let depth = xa.depth.max(xb.depth);
+        // Zero the K padding of both operands.
+        let ka = &xa.dims[ra - 1];
+        let kb = &xb.dims[rb - 2];
+        let am = self.fresh("a");
+        let bm = self.fresh("b");
+        self.line(
+            depth,
+            format!("{am} = tl.where({} < {}, {}, 0.0)", along(&ka.offs, ra - 1, ra), ka.ext, xa.var),
+        );
+        self.line(
+            depth,
+            format!("{bm} = tl.where({} < {}, {}, 0.0)", along(&kb.offs, rb - 2, rb), kb.ext, xb.var),
+        );
+        let big = |s: &str| s.starts_with("BLOCK_") || s.parse::<u64>().map(|n| n >= 16).unwrap_or(true);
+        let dot_ok = ra == 2
+            && rb == 2
+            && big(&xa.dims[0].size)
+            && big(&ka.size)
+            && big(&xb.dims[1].size)
+            && xa.dtype == xb.dtype
+            && matches!(xa.dtype, DType::F16 | DType::BF16 | DType::F32);
+        let e = if dot_ok {
+            format!("tl.dot({am}, {bm}, out_dtype=tl.float32)")
+        } else {
+            let r = ra.max(rb);
+            let ea = expand(&format!("({am}).to(tl.float32)"), ra, r);
+            let eb = expand(&format!("({bm}).to(tl.float32)"), rb, r);
+            let mut ia: Vec<&str> = vec![":"; r];
+            ia.push("None");
+            let mut ib: Vec<&str> = vec![":"; r - 2];
+            ib.extend([ "None", ":", ":"]);
+            format!(
+                "tl.sum(({ea})[{}] * ({eb})[{}], axis={})",
+                ia.join(", "),
+                ib.join(", "),
+                r - 1
+            )
+        };
+        let dt = f.ty(v).as_tensor().ok_or("expected a tensor")?.dtype;
+        self.result(v, lay, format!("({e}).to({})", tl_dtype(dt)), depth)
+    }
+}
+
+/// `s` (a reduced block) with a unit dim inserted at `d` of a rank-`r` block.
+fn along_insert(s: &str, d: usize, r: usize) -> String {
+    if r == 1 {
+        return s.to_string();
+    }
+    let idx: Vec<&str> = (0..r).map(|j| if j == d { "None" } else { ":" }).collect();
+    format!("({s})[{}]", idx.join(", "))
+}
+
+/// The kernel parameter naming buffer `v` (field `i`).
+fn buf_param(f: &efir_ir::Func, v: ValueId, i: usize) -> String {
+    format!("p_{}_{i}", py_ident(&f.value(v).name))
+}
+
+/// The host variable holding buffer `v` (field `i`).
+fn buf_host(f: &efir_ir::Func, v: ValueId, i: usize) -> String {
+    format!("b_{}_{i}", py_ident(&f.value(v).name))
+}
+
+struct EmittedKernel {
+    name: String,
+    text: String,
+    buffers: Vec<(ValueId, usize)>,
+}
+
+fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
+    let f = p.func;
+    let mut e = KernelEmitter::new(p);
+    e.line(0, "pid = tl.program_id(0)".into());
+    for (a, _) in &k.grid {
+        let id = py_ident(a);
+        e.line(0, format!("idx_{id} = pid % NT_{id}"));
+        e.line(0, format!("pid = pid // NT_{id}"));
+        e.bind(a, &format!("idx_{id}"), 0);
+    }
+    let body_ty = f.ty(k.body).clone();
+    let lay = layout_of(&body_ty);
+    let val = e.emit_def(k.body, &lay)?;
+    let blocks = val.blocks();
+    let root_ty = f.ty(k.root).clone();
+    let leaves: Vec<_> = root_ty.leaves().into_iter().cloned().collect();
+    if leaves.len() != blocks.len() {
+        return Err("the kernel's value and its buffer have different fields".into());
+    }
+    let mut stores = Vec::new();
+    for (i, (l, b)) in leaves.iter().zip(&blocks).enumerate() {
+        let exts: Vec<Extent> = l.shape.iter().map(Extent::of).collect();
+        let name = buf_param(f, k.root, i);
+        stores.push((k.root, i));
+        let lead = if k.collect {
+            let a = &k.grid.iter().find(|(_, d)| d.is_none()).ok_or("collect without axis")?.0;
+            Some((format!("idx_{}", py_ident(a)), String::new()))
+        } else {
+            None
+        };
+        let lead_ref = lead.as_ref().map(|(x, s)| (x.as_str(), s.clone()));
+        let ptr = KernelEmitter::ptr(&name, &b.dims, &exts, lead_ref);
+        let val = format!("({}).to({})", b.var, tl_dtype(l.dtype));
+        let line = if b.dims.is_empty() {
+            format!("tl.store({ptr}, {val})")
+        } else {
+            format!("tl.store({ptr}, {val}, mask={})", KernelEmitter::mask(&b.dims))
+        };
+        e.line(0, line);
+    }
+    let mut buffers: Vec<(ValueId, usize)> = e.loads.iter().copied().collect();
+    for s in stores {
+        if !buffers.contains(&s) {
+            buffers.push(s);
+        }
+    }
+    let name = format!("_k{}_{}", k.index, py_ident(&f.value(k.root).name));
+    let mut params: Vec<String> = buffers.iter().map(|(v, i)| buf_param(f, *v, *i)).collect();
+    for a in p.axes.keys() {
+        let id = py_ident(a);
+        params.push(format!("BLOCK_{id}: tl.constexpr"));
+        params.push(format!("NT_{id}: tl.constexpr"));
+        params.push(format!("NTP_{id}: tl.constexpr"));
+    }
+    let mut text = String::new();
+    let grid: Vec<String> = k.grid.iter().map(|(a, _)| format!("@{a}")).collect();
+    let _ = writeln!(text, "@triton.jit");
+    let _ = writeln!(text, "def {name}({}):", params.join(", "));
+    let _ = writeln!(
+        text,
+        "    \"\"\"Writes %{} ({}); grid over [{}].\"\"\"",
+        f.value(k.root).name,
+        root_ty,
+        grid.join(", ")
+    );
+    for l in &e.scopes[0].lines {
+        let _ = writeln!(text, "    {l}");
+    }
+    Ok(EmittedKernel { name, text, buffers })
+}
+
+/// The Python module for a plan: kernels, configuration, host function.
+pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String, String> {
+    let f = p.func;
+    let mut ks = Vec::new();
+    for k in &p.kernels {
+        ks.push(emit_kernel(p, k).map_err(|e| format!("kernel {} (writing `%{}`): {e}", k.index, f.value(k.root).name))?);
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "\"\"\"Triton kernels for `@{}`.", f.name);
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Generated by efir-translate --to-triton from {source}");
+    let _ = writeln!(out, "(pipeline: {pipeline}). {} kernel(s):", p.kernels.len());
+    for line in crate::describe(p).lines() {
+        let _ = writeln!(out, "    {line}");
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Call run(*inputs, config=None) with torch tensors; config overrides");
+    let _ = writeln!(out, "DEFAULT_CONFIG (legal values in CONFIG_SPACE).");
+    let _ = writeln!(out, "\"\"\"");
+    let _ = writeln!(out);
+    let _ = writeln!(out, "import torch");
+    let _ = writeln!(out, "import triton");
+    let _ = writeln!(out, "import triton.language as tl");
+    let _ = writeln!(out);
+    let mut defaults = Vec::new();
+    let mut space = Vec::new();
+    for (a, info) in &p.axes {
+        let id = py_ident(a);
+        defaults.push(format!("    \"BLOCK_{id}\": {},", info.default));
+        let d: Vec<String> = info.domain.iter().map(|x| x.to_string()).collect();
+        space.push(format!("    \"BLOCK_{id}\": [{}],", d.join(", ")));
+    }
+    defaults.push("    \"num_warps\": 4,".into());
+    defaults.push("    \"num_stages\": 2,".into());
+    space.push("    \"num_warps\": [1, 2, 4, 8],".into());
+    space.push("    \"num_stages\": [1, 2, 3, 4],".into());
+    let _ = writeln!(out, "DEFAULT_CONFIG = {{\n{}\n}}", defaults.join("\n"));
+    let _ = writeln!(out);
+    let _ = writeln!(out, "CONFIG_SPACE = {{\n{}\n}}", space.join("\n"));
+    let _ = writeln!(out);
+    let params: Vec<String> = f.params.iter().map(|v| py_ident(&f.value(*v).name)).collect();
+    let _ = writeln!(out, "INPUTS = [");
+    for v in &f.params {
+        let t = f.ty(*v).as_tensor().ok_or("a tuple parameter")?;
+        let dims: Vec<String> = t.shape.iter().map(|d| Extent::of(d).host()).collect();
+        let _ = writeln!(
+            out,
+            "    (\"{}\", ({}{}), {}),",
+            f.value(*v).name,
+            dims.join(", "),
+            if dims.len() == 1 { "," } else { "" },
+            torch_dtype(t.dtype)
+        );
+    }
+    let _ = writeln!(out, "]");
+    let _ = writeln!(out);
+    for k in &ks {
+        let _ = writeln!(out, "\n{}", k.text);
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "def run(*inputs, config=None):");
+    let _ = writeln!(out, "    \"\"\"Run `@{}` on torch tensors; returns its result(s).\"\"\"", f.name);
+    let _ = writeln!(out, "    cfg = dict(DEFAULT_CONFIG)");
+    let _ = writeln!(out, "    if config:");
+    let _ = writeln!(out, "        cfg.update(config)");
+    let _ = writeln!(out, "    if len(inputs) != {}:", params.len());
+    let _ = writeln!(out, "        raise TypeError(f\"@{} takes {} inputs, got {{len(inputs)}}\")", f.name, params.len());
+    let _ = writeln!(out, "    for (name, shape, dtype), t in zip(INPUTS, inputs):");
+    let _ = writeln!(out, "        if tuple(t.shape) != shape or t.dtype != dtype:");
+    let _ = writeln!(out, "            raise ValueError(f\"input %{{name}}: expected {{shape}} {{dtype}}, got {{tuple(t.shape)}} {{t.dtype}}\")");
+    let _ = writeln!(out, "    dev = inputs[0].device");
+    for (i, v) in f.params.iter().enumerate() {
+        let _ = writeln!(out, "    {} = inputs[{i}].contiguous()", buf_host(f, *v, 0));
+    }
+    for a in p.axes.keys() {
+        let id = py_ident(a);
+        let ext = p.axes[a].extent.host();
+        let _ = writeln!(out, "    block_{id} = cfg[\"BLOCK_{id}\"]");
+        let _ = writeln!(out, "    nt_{id} = triton.cdiv({ext}, block_{id})");
+        let _ = writeln!(out, "    ntp_{id} = triton.next_power_of_2(nt_{id})");
+    }
+    let consts: Vec<String> = p
+        .axes
+        .keys()
+        .flat_map(|a| {
+            let id = py_ident(a);
+            [
+                format!("BLOCK_{id}=block_{id}"),
+                format!("NT_{id}=nt_{id}"),
+                format!("NTP_{id}=ntp_{id}"),
+            ]
+        })
+        .collect();
+    for (k, ek) in p.kernels.iter().zip(&ks) {
+        for (i, l) in f.ty(k.root).leaves().iter().enumerate() {
+            let dims: Vec<String> = l.shape.iter().map(|d| Extent::of(d).host()).collect();
+            let _ = writeln!(
+                out,
+                "    {} = torch.empty(({}{}), dtype={}, device=dev)",
+                buf_host(f, k.root, i),
+                dims.join(", "),
+                if dims.len() == 1 { "," } else { "" },
+                torch_dtype(l.dtype)
+            );
+        }
+        let grid: Vec<String> = k.grid.iter().map(|(a, _)| format!("nt_{}", py_ident(a))).collect();
+        let grid = if grid.is_empty() { "1".to_string() } else { grid.join(" * ") };
+        let mut args: Vec<String> = ek.buffers.iter().map(|(v, i)| buf_host(f, *v, *i)).collect();
+        args.extend(consts.iter().cloned());
+        args.push("num_warps=cfg[\"num_warps\"]".into());
+        args.push("num_stages=cfg[\"num_stages\"]".into());
+        let _ = writeln!(out, "    {}[({grid},)]({})", ek.name, args.join(", "));
+    }
+    let rets: Vec<String> = f
+        .returns
+        .iter()
+        .flat_map(|r| {
+            (0..f.ty(*r).leaves().len())
+                .map(|i| buf_host(f, *r, i))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if rets.len() == 1 {
+        let _ = writeln!(out, "    return {}", rets[0]);
+    } else {
+        let _ = writeln!(out, "    return ({},)", rets.join(", "));
+    }
+    Ok(out)
+}

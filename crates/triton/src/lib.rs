@@ -1,0 +1,434 @@
+//! Candidate programs to kernel graphs and Triton (the paper's section 6.1).
+//!
+//! A candidate is a program over the `tensor`, `ew`, `par` and `tile`
+//! dialects whose parallel states say how it is tiled. [`plan`] cuts it into
+//! kernels: every value that must live in global memory (a parameter, a
+//! result, a `par.collect` buffer, or a value without parallel state made by
+//! a matmul, a reduction or a combine) is a buffer, and each buffer other than
+//! a parameter is written by one kernel. Inside a kernel:
+//!
+//! - the `par.combine` chain above the kernel's result gives the launch grid
+//!   (one program per output tile), and so does a `par.collect` (one program
+//!   per collected slot);
+//! - a `par.reduce` over an axis becomes a loop over that axis's tiles, with
+//!   the reducer state as loop-carried variables;
+//! - views (`par.partition`, `par.replicate`, combines of tiles) are not
+//!   computed: a value is emitted directly in the tiling its consumer needs,
+//!   pushing the tiling down through pointwise ops to the loads of buffers;
+//! - pointwise values without parallel state are recomputed by each kernel
+//!   that reads them (they are never a kernel of their own unless they are a
+//!   result).
+//!
+//! [`emit_python`] writes one Python module per program: `@triton.jit`
+//! kernels over blocks (masked loads and stores, `tl.dot` with fp32
+//! accumulation, `tl.sum`/`tl.max`), and a host function
+//! `run(*inputs, config=None)` that allocates buffers and launches the
+//! kernels in order. Block sizes are `BLOCK_<axis>` parameters; `num_warps`
+//! and `num_stages` too; `CONFIG_SPACE` lists the legal values.
+
+use efir_ir::{Attr, AxisState, DType, Dim, Func, Module, Type, ValueId};
+use indexmap::{IndexMap, IndexSet};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+
+mod emit;
+
+pub use emit::emit_python;
+
+/// The extent of a dim: a number, or the tile count of an axis (the leading
+/// dim that `par.collect` adds).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Extent {
+    /// A static extent.
+    N(u64),
+    /// The number of tiles of an axis.
+    Tiles(String),
+}
+
+impl Extent {
+    fn of(d: &Dim) -> Extent {
+        match d {
+            Dim::Static(n) => Extent::N(*n),
+            Dim::Axis(a) => Extent::Tiles(a.clone()),
+        }
+    }
+    /// The extent inside a kernel (constexpr arithmetic).
+    pub fn kernel(&self) -> String {
+        match self {
+            Extent::N(n) => n.to_string(),
+            Extent::Tiles(a) => format!("NT_{}", py_ident(a)),
+        }
+    }
+    /// The extent on the host.
+    pub fn host(&self) -> String {
+        match self {
+            Extent::N(n) => n.to_string(),
+            Extent::Tiles(a) => format!("nt_{}", py_ident(a)),
+        }
+    }
+    /// The padded (power of two) block length of an untiled dim, in a kernel.
+    pub fn padded(&self) -> String {
+        match self {
+            Extent::N(n) => n.next_power_of_two().max(1).to_string(),
+            Extent::Tiles(a) => format!("NTP_{}", py_ident(a)),
+        }
+    }
+}
+
+/// A Python identifier for an efir name.
+pub fn py_ident(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// A parallel axis of a program.
+#[derive(Clone, Debug)]
+pub struct AxisInfo {
+    /// The axis name (without `@`).
+    pub name: String,
+    /// The extent of the dims it splits.
+    pub extent: Extent,
+    /// Legal block sizes.
+    pub domain: Vec<u64>,
+    /// The default block size.
+    pub default: u64,
+}
+
+/// How a kernel's programs are laid out.
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    /// The kernel's index in launch order.
+    pub index: usize,
+    /// The value the kernel writes.
+    pub root: ValueId,
+    /// The grid axes, outermost first, with the dim of the root each indexes
+    /// (`None` for a collected axis: the buffer's leading dim).
+    pub grid: Vec<(String, Option<usize>)>,
+    /// The value computed under the grid (the root with its combines peeled).
+    pub body: ValueId,
+    /// Whether the root is a `par.collect`.
+    pub collect: bool,
+}
+
+/// A program cut into kernels.
+#[derive(Debug)]
+pub struct Plan<'a> {
+    /// The module (for reducer functions).
+    pub module: &'a Module,
+    /// The program.
+    pub func: &'a Func,
+    /// The op defining each value (`None` for parameters).
+    pub def: Vec<Option<usize>>,
+    /// Whether each value is a buffer in global memory.
+    pub buffer: Vec<bool>,
+    /// The kernels in launch order.
+    pub kernels: Vec<Kernel>,
+    /// The axes.
+    pub axes: IndexMap<String, AxisInfo>,
+}
+
+fn stateless(t: &Type) -> bool {
+    t.leaves().iter().all(|l| l.state.is_empty())
+}
+
+/// Cut `f` into kernels.
+pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
+    let n = f.values.len();
+    let mut def = vec![None; n];
+    for (i, op) in f.ops.iter().enumerate() {
+        def[op.result.index()] = Some(i);
+    }
+    let mut buffer = vec![false; n];
+    for p in &f.params {
+        buffer[p.index()] = true;
+    }
+    for r in &f.returns {
+        buffer[r.index()] = true;
+    }
+    for op in &f.ops {
+        let ty = f.ty(op.result);
+        let name = op.name.as_str();
+        if name == "par.collect"
+            || (stateless(ty)
+                && matches!(
+                    name,
+                    "par.combine" | "par.reduce" | "tensor.reduce" | "tile.matmul" | "tensor.matmul"
+                ))
+        {
+            buffer[op.result.index()] = true;
+        }
+    }
+    // Axes and their extents.
+    let mut axes: IndexMap<String, AxisInfo> = IndexMap::new();
+    let mut roles: BTreeMap<String, bool> = BTreeMap::new();
+    let mut batch: BTreeMap<String, bool> = BTreeMap::new();
+    for v in &f.values {
+        for l in v.ty.leaves() {
+            for (a, st) in &l.state {
+                if let AxisState::Part(i) = st {
+                    let e = Extent::of(&l.shape[*i]);
+                    axes.entry(a.clone()).or_insert_with(|| AxisInfo {
+                        name: a.clone(),
+                        extent: e,
+                        domain: Vec::new(),
+                        default: 0,
+                    });
+                    // A dim of a matmul operand (the last two dims) needs
+                    // blocks of at least 16 for tl.dot.
+                    let r = l.shape.len();
+                    roles.entry(a.clone()).or_insert(false);
+                    if r >= 2 && *i + 2 >= r {
+                        roles.insert(a.clone(), true);
+                    }
+                    if r >= 3 && *i + 2 < r {
+                        batch.insert(a.clone(), true);
+                    }
+                }
+            }
+        }
+    }
+    for op in &f.ops {
+        if op.name == "par.reduce" || op.name == "par.collect" {
+            let a = op.attrs.get("axis").and_then(Attr::as_symbol).unwrap_or("");
+            if !axes.contains_key(a) {
+                return Err(format!(
+                    "axis @{a} of `{}` never splits a dim, so its extent is unknown",
+                    op.name
+                ));
+            }
+        }
+    }
+    for (a, info) in axes.iter_mut() {
+        let ext = match &info.extent {
+            Extent::N(n) => *n,
+            Extent::Tiles(_) => 64,
+        };
+        let top = ext.next_power_of_two().max(1);
+        let lo = if roles[a] { 16 } else { 1 };
+        let mut d = Vec::new();
+        let mut b = lo;
+        while b <= top.max(lo) && b <= 1024 {
+            d.push(b);
+            b *= 2;
+        }
+        info.default = if roles[a] {
+            top.clamp(16, 64)
+        } else if batch.contains_key(a) {
+            1
+        } else {
+            top.min(256)
+        };
+        if !d.contains(&info.default) {
+            info.default = d[0];
+        }
+        info.domain = d;
+    }
+    let mut kernels = Vec::new();
+    for op in &f.ops {
+        let v = op.result;
+        if !buffer[v.index()] {
+            continue;
+        }
+        kernels.push(kernel_of(f, &def, &buffer, v, kernels.len())?);
+    }
+    for r in &f.returns {
+        if def[r.index()].is_none() {
+            return Err("a parameter returned as a result is not supported".into());
+        }
+    }
+    Ok(Plan {
+        module,
+        func: f,
+        def,
+        buffer,
+        kernels,
+        axes,
+    })
+}
+
+fn kernel_of(
+    f: &Func,
+    def: &[Option<usize>],
+    buffer: &[bool],
+    root: ValueId,
+    index: usize,
+) -> Result<Kernel, String> {
+    let mut grid = Vec::new();
+    let mut cur = root;
+    let mut collect = false;
+    loop {
+        let Some(i) = def[cur.index()] else { break };
+        let op = &f.ops[i];
+        if cur != root && buffer[cur.index()] {
+            break;
+        }
+        match op.name.as_str() {
+            "par.combine" => {
+                let a = op.attrs.get("axis").and_then(Attr::as_symbol).unwrap_or("");
+                let d = op.attrs.get("dim").and_then(Attr::as_int).unwrap_or(0) as usize;
+                grid.push((a.to_string(), Some(d)));
+                cur = op.operands[0];
+            }
+            "par.collect" if cur == root => {
+                let a = op.attrs.get("axis").and_then(Attr::as_symbol).unwrap_or("");
+                grid.push((a.to_string(), None));
+                collect = true;
+                cur = op.operands[0];
+            }
+            _ => break,
+        }
+    }
+    // The root's own tiled dims are grid axes too (a collect buffer may stay
+    // partitioned for its readers).
+    if let Some(t) = f.ty(root).as_tensor() {
+        for (a, st) in &t.state {
+            match st {
+                AxisState::Part(d) => {
+                    let d = if collect { *d - 1 } else { *d };
+                    if !grid.iter().any(|(g, _)| g == a) {
+                        grid.push((a.clone(), Some(d)));
+                    }
+                }
+                AxisState::Repl => {}
+                AxisState::Partial(_) => {
+                    return Err(format!(
+                        "`{}` keeps partial results over @{a} in memory without par.collect",
+                        f.value(root).name
+                    ))
+                }
+            }
+        }
+    }
+    // Every axis the body lives under must be a grid axis.
+    for l in f.ty(cur).leaves() {
+        for (a, st) in &l.state {
+            if !grid.iter().any(|(g, _)| g == a) && !matches!(st, AxisState::Repl) {
+                return Err(format!(
+                    "the kernel writing `%{}` computes `%{}` under @{a}, which is neither a grid axis nor reduced inside",
+                    f.value(root).name,
+                    f.value(cur).name
+                ));
+            }
+        }
+    }
+    Ok(Kernel {
+        index,
+        root,
+        grid,
+        body: cur,
+        collect,
+    })
+}
+
+/// Python names of dtypes.
+pub fn tl_dtype(d: DType) -> &'static str {
+    match d {
+        DType::F16 => "tl.float16",
+        DType::BF16 => "tl.bfloat16",
+        DType::F32 => "tl.float32",
+        DType::F64 => "tl.float64",
+        DType::I1 => "tl.int1",
+        DType::I32 => "tl.int32",
+        DType::I64 => "tl.int64",
+    }
+}
+
+/// Torch names of dtypes.
+pub fn torch_dtype(d: DType) -> &'static str {
+    match d {
+        DType::F16 => "torch.float16",
+        DType::BF16 => "torch.bfloat16",
+        DType::F32 => "torch.float32",
+        DType::F64 => "torch.float64",
+        DType::I1 => "torch.bool",
+        DType::I32 => "torch.int32",
+        DType::I64 => "torch.int64",
+    }
+}
+
+/// A short text description of the plan (for `--stats` and comments).
+pub fn describe(p: &Plan<'_>) -> String {
+    let mut s = String::new();
+    for k in &p.kernels {
+        let grid: Vec<String> = k.grid.iter().map(|(a, _)| format!("@{a}")).collect();
+        let _ = writeln!(
+            s,
+            "kernel {}: writes %{} over grid [{}]",
+            k.index,
+            p.func.value(k.root).name,
+            grid.join(", ")
+        );
+    }
+    s
+}
+
+/// The functions a module's reducers call (not programs of their own).
+pub fn reducer_functions(m: &Module) -> IndexSet<String> {
+    fn walk(a: &Attr, out: &mut IndexSet<String>) {
+        match a {
+            Attr::Term(_, args) => {
+                for (k, v) in args {
+                    if let (Some(k), Some(s)) = (k, v.as_symbol()) {
+                        if k == "f" || k == "h" {
+                            out.insert(s.to_string());
+                        }
+                    }
+                    walk(v, out);
+                }
+            }
+            Attr::Array(xs) => xs.iter().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = IndexSet::new();
+    for f in &m.funcs {
+        for op in &f.ops {
+            for a in op.attrs.values() {
+                walk(a, &mut out);
+            }
+        }
+        for v in &f.values {
+            for l in v.ty.leaves() {
+                for st in l.state.values() {
+                    if let AxisState::Partial(r) = st {
+                        walk(r, &mut out);
+                    }
+                }
+            }
+        }
+    }
+    // Library functions call each other.
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for f in &m.funcs {
+            if f.name.starts_with("efir.") && !out.contains(&f.name) {
+                out.insert(f.name.clone());
+                changed = true;
+            }
+        }
+    }
+    out
+}
+
+/// The programs of a module: its functions that are not reducer functions.
+pub fn programs(m: &Module) -> Vec<&Func> {
+    let r = reducer_functions(m);
+    m.funcs.iter().filter(|f| !r.contains(&f.name)).collect()
+}
+
+/// Signatures of a module's functions, as the `red` dialect wants them.
+pub fn signatures(m: &Module) -> efir_ir::dialect::Signatures {
+    let mut s = HashMap::new();
+    for f in &m.funcs {
+        s.insert(
+            f.name.clone(),
+            (
+                f.params.iter().map(|p| f.ty(*p).clone()).collect(),
+                f.results.clone(),
+            ),
+        );
+    }
+    s
+}

@@ -1,0 +1,73 @@
+"""Run efir's generated Triton modules against the efir interpreter.
+
+Used by test_triton_cpu.py (TRITON_INTERPRET=1, torch on the CPU) and by
+bench/gpu (on the GPU). A module comes from `efir-translate --to-triton`; the
+reference outputs and the inputs come from `efir-run --dump-inputs`.
+"""
+
+import importlib.util
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def tool(name):
+    d = os.environ.get("EFIR_BIN_DIR", str(ROOT / "target" / "debug"))
+    return str(pathlib.Path(d) / name)
+
+
+def sh(*args, check=True):
+    r = subprocess.run(args, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({r.returncode}):\n{r.stderr}")
+    return r
+
+
+def load_module(path):
+    name = "efir_gen_" + pathlib.Path(path).stem
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def reference(efir_file, func, out_dir, seed=0):
+    """Inputs and interpreter outputs of `func` (numpy arrays, in order)."""
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sh(tool("efir-run"), str(efir_file), "--func", func, "--seed", str(seed),
+       "--dump-inputs", "--output-dir", str(out_dir), "--precision", "f64")
+    return out_dir
+
+
+def rel_l2(out, ref):
+    out = np.asarray(out, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    den = np.linalg.norm(ref.ravel())
+    return float(np.linalg.norm((out - ref).ravel()) / (den if den > 0 else 1.0))
+
+
+def check_module(py_path, efir_file, func, work, config=None, device="cpu"):
+    """Run the module on the interpreter's inputs; the rel L2 error per output."""
+    import torch
+
+    mod = load_module(py_path)
+    d = reference(efir_file, func, work)
+    inputs = []
+    for name, shape, dtype in mod.INPUTS:
+        a = np.load(d / f"in_{name}.npy")
+        inputs.append(torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype))
+    outs = mod.run(*inputs, config=config)
+    if not isinstance(outs, tuple):
+        outs = (outs,)
+    errs = []
+    for i, o in enumerate(outs):
+        ref = np.load(d / f"out{i}.npy")
+        errs.append(rel_l2(o.detach().to("cpu", torch.float64).numpy(), ref))
+    return errs

@@ -1,0 +1,137 @@
+//! `efir-translate`: translate candidate programs (`.efir` over the
+//! `tensor`, `ew`, `par` and `tile` dialects) to other forms. Today:
+//! `--to-triton`, one Python module of Triton kernels per program.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use clap::Parser;
+use efir_diagnostics::{codes, render, Diag, Severity};
+use efir_ir::parse_and_verify;
+use std::io::{IsTerminal, Read, Write};
+use std::process::ExitCode;
+
+/// Translate .efir programs to Triton.
+#[derive(Parser, Debug)]
+#[command(name = "efir-translate", version)]
+struct Cli {
+    /// Input file, or `-` for stdin.
+    #[arg(default_value = "-")]
+    input: String,
+    /// Emit one Python module of Triton kernels per program.
+    #[arg(long)]
+    to_triton: bool,
+    /// Translate only this function (`@name` or `name`).
+    #[arg(long, value_name = "NAME")]
+    func: Option<String>,
+    /// Output: a file for one program, a directory (one `<name>.py` per
+    /// program) for several; stdout when absent.
+    #[arg(short = 'o', value_name = "PATH")]
+    output: Option<String>,
+    /// Report programs that cannot be lowered as warnings and translate the
+    /// others (exit 0 when at least one was translated).
+    #[arg(long)]
+    skip_unsupported: bool,
+    /// Print a kernel summary per program on stderr.
+    #[arg(long)]
+    print_plan: bool,
+    /// Color diagnostics: auto, always or never.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "always", "never"])]
+    color: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(cli: &Cli) -> Result<ExitCode, String> {
+    if !cli.to_triton {
+        return Err("nothing to do: pass a target (--to-triton)".into());
+    }
+    let (name, src) = if cli.input == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| format!("cannot read stdin: {e}"))?;
+        ("<stdin>".to_string(), s)
+    } else {
+        let s = std::fs::read_to_string(&cli.input)
+            .map_err(|e| format!("cannot read `{}`: {e}", cli.input))?;
+        (cli.input.clone(), s)
+    };
+    let color = match cli.color.as_str() {
+        "always" => true,
+        "never" => false,
+        _ => std::io::stderr().is_terminal(),
+    };
+    let registry = efir_registry::registry();
+    let (m, diags) = parse_and_verify(&src, &registry);
+    if diags.iter().any(|d| d.severity == Severity::Error) {
+        eprint!("{}", render(&name, &src, &diags, color));
+        return Ok(ExitCode::from(1));
+    }
+    let mut progs = efir_triton::programs(&m);
+    if let Some(f) = &cli.func {
+        let f = f.trim_start_matches('@');
+        progs.retain(|p| p.name == f);
+        if progs.is_empty() {
+            return Err(format!("no program `@{f}` in `{name}`"));
+        }
+    }
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut problems = Vec::new();
+    for f in &progs {
+        let res = efir_triton::plan(&m, f).and_then(|p| {
+            if cli.print_plan {
+                eprint!("@{}:\n{}", f.name, efir_triton::describe(&p));
+            }
+            efir_triton::emit_python(&p, &name, "efir-translate --to-triton")
+        });
+        match res {
+            Ok(text) => out.push((f.name.clone(), text)),
+            Err(e) => {
+                let msg = format!("cannot lower `@{}` to Triton: {e}", f.name);
+                let d = if cli.skip_unsupported {
+                    Diag::warning(codes::E0801, msg, f.name_span)
+                } else {
+                    Diag::error(codes::E0801, msg, f.name_span)
+                };
+                problems.push(d.with_label("this program"));
+            }
+        }
+    }
+    if !problems.is_empty() {
+        eprint!("{}", render(&name, &src, &problems, color));
+    }
+    let failed = (!cli.skip_unsupported && !problems.is_empty()) || out.is_empty();
+    match cli.output.as_deref().filter(|p| *p != "-") {
+        Some(path) if out.len() == 1 && !std::path::Path::new(path).is_dir() => {
+            std::fs::write(path, &out[0].1).map_err(|e| format!("cannot write `{path}`: {e}"))?;
+        }
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create `{dir}`: {e}"))?;
+            for (n, text) in &out {
+                let p = std::path::Path::new(dir).join(format!("{}.py", efir_triton::py_ident(n)));
+                std::fs::write(&p, text)
+                    .map_err(|e| format!("cannot write `{}`: {e}", p.display()))?;
+            }
+        }
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            for (n, text) in &out {
+                let _ = writeln!(stdout, "# ===== @{n} =====");
+                let _ = stdout.write_all(text.as_bytes());
+            }
+        }
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
