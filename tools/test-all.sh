@@ -27,7 +27,9 @@ export EFIR_BIN_DIR="$PWD/target/debug"
 lit -sv lit-tests
 
 step "Python tests"
-python3 -m pytest -q python/tests
+# EFIR_PYTHON: a Python with numpy and pytest, and torch and triton for the
+# generated-kernel tests (.ci/run sets it to its cached venv).
+"${EFIR_PYTHON:-python3}" -m pytest -q python/tests
 
 echo
 echo "All tests passed."

@@ -122,7 +122,12 @@ fn shape_list(dims: &[BD]) -> String {
 }
 
 /// The Triton expression of a pointwise op over operand expressions.
-fn pointwise(op: &str, attrs: &indexmap::IndexMap<String, Attr>, a: &[String], dt: DType) -> Result<String, String> {
+fn pointwise(
+    op: &str,
+    attrs: &indexmap::IndexMap<String, Attr>,
+    a: &[String],
+    dt: DType,
+) -> Result<String, String> {
     let x = |i: usize| a[i].clone();
     let f32 = |i: usize| format!("({}).to(tl.float32)", a[i]);
     let back = |e: String| format!("({e}).to({})", tl_dtype(dt));
@@ -341,7 +346,13 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         Ok(x)
     }
 
-    fn result(&mut self, v: ValueId, lay: &Layout, expr: String, depth: usize) -> Result<Val, String> {
+    fn result(
+        &mut self,
+        v: ValueId,
+        lay: &Layout,
+        expr: String,
+        depth: usize,
+    ) -> Result<Val, String> {
         let f = self.p.func;
         let t = f.ty(v).as_tensor().ok_or("expected a tensor")?.clone();
         let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
@@ -381,7 +392,10 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             "tensor.get" => {
                 let idx = op.attrs.get("index").and_then(Attr::as_int).unwrap_or(0) as usize;
                 match self.emit(op.operands[0], lay)? {
-                    Val::Tup(fs) => fs.get(idx).cloned().ok_or_else(|| "tensor.get out of range".into()),
+                    Val::Tup(fs) => fs
+                        .get(idx)
+                        .cloned()
+                        .ok_or_else(|| "tensor.get out of range".into()),
                     Val::T(b) => Ok(Val::T(b)),
                 }
             }
@@ -393,7 +407,11 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 let var = self.fresh("c");
                 self.line(
                     depth,
-                    format!("{var} = tl.full({}, {value}, {})", shape_list(&dims), tl_dtype(t.dtype)),
+                    format!(
+                        "{var} = tl.full({}, {value}, {})",
+                        shape_list(&dims),
+                        tl_dtype(t.dtype)
+                    ),
                 );
                 Ok(Val::T(Blk {
                     var,
@@ -463,7 +481,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 let er = extents(&rt);
                 let nu_a: Vec<usize> = (0..ea.len()).filter(|j| ea[*j] != Extent::N(1)).collect();
                 let nu_r: Vec<usize> = (0..er.len()).filter(|j| er[*j] != Extent::N(1)).collect();
-                if nu_a.len() != nu_r.len() || nu_a.iter().zip(&nu_r).any(|(x, y)| ea[*x] != er[*y]) {
+                if nu_a.len() != nu_r.len() || nu_a.iter().zip(&nu_r).any(|(x, y)| ea[*x] != er[*y])
+                {
                     return Err("a reshape that merges or splits dims inside a kernel".into());
                 }
                 if (0..er.len()).any(|j| er[j] == Extent::N(1) && lay[j].is_some()) {
@@ -533,7 +552,11 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
     fn reduce(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
         let f = self.p.func;
         let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
-        let r = op.attrs.get("reducer").ok_or("reduce without reducer")?.clone();
+        let r = op
+            .attrs
+            .get("reducer")
+            .ok_or("reduce without reducer")?
+            .clone();
         let d = op.attrs.get("dim").and_then(Attr::as_int).unwrap_or(0) as usize;
         let a = op.operands[0];
         let la = self.reduce_input_layout(a, lay, d);
@@ -545,7 +568,13 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
 
     /// Cast reducer states (f32 expressions of the result's block shape) to
     /// the result's dtypes.
-    fn finish(&mut self, v: ValueId, lay: &Layout, states: Vec<String>, depth: usize) -> Result<Val, String> {
+    fn finish(
+        &mut self,
+        v: ValueId,
+        lay: &Layout,
+        states: Vec<String>,
+        depth: usize,
+    ) -> Result<Val, String> {
         let f = self.p.func;
         let rt = f.ty(v).clone();
         let leaves: Vec<_> = rt.leaves().into_iter().cloned().collect();
@@ -574,11 +603,20 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
     }
 
     /// Reduce blocks along dim `d`: the reducer's states as f32 variables.
-    fn tile_reduce(&mut self, r: &Attr, xs: &[Blk], d: usize, depth: usize) -> Result<Vec<String>, String> {
+    fn tile_reduce(
+        &mut self,
+        r: &Attr,
+        xs: &[Blk],
+        d: usize,
+        depth: usize,
+    ) -> Result<Vec<String>, String> {
         let Attr::Term(name, args) = r else {
             return Err("malformed reducer".into());
         };
-        let rank = xs.first().map(|b| b.dims.len()).ok_or("reduction of nothing")?;
+        let rank = xs
+            .first()
+            .map(|b| b.dims.len())
+            .ok_or("reduction of nothing")?;
         let mask = {
             let b = &xs[0];
             format!("({} < {})", along(&b.dims[d].offs, d, rank), b.dims[d].ext)
@@ -617,7 +655,10 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 let ip = arity(&p, &self.sigs).ok_or("malformed repair")?.inputs;
                 let s = self.tile_reduce(&p, &xs[..ip.min(xs.len())], d, depth)?;
                 // f(x, s') with the tile's producer state broadcast along d.
-                let mut fargs: Vec<String> = xs.iter().map(|b| format!("({}).to(tl.float32)", b.var)).collect();
+                let mut fargs: Vec<String> = xs
+                    .iter()
+                    .map(|b| format!("({}).to(tl.float32)", b.var))
+                    .collect();
                 for sv in &s {
                     fargs.push(along_insert(sv, d, rank));
                 }
@@ -639,7 +680,13 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
     }
 
     /// Merge two reducer states (variables), at `depth`.
-    fn combine(&mut self, r: &Attr, a: &[String], b: &[String], depth: usize) -> Result<Vec<String>, String> {
+    fn combine(
+        &mut self,
+        r: &Attr,
+        a: &[String],
+        b: &[String],
+        depth: usize,
+    ) -> Result<Vec<String>, String> {
         let Attr::Term(name, args) = r else {
             return Err("malformed reducer".into());
         };
@@ -685,7 +732,12 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
     }
 
     /// Inline a pointwise function of the module over block expressions.
-    fn inline(&mut self, fname: &str, args: &[String], depth: usize) -> Result<Vec<String>, String> {
+    fn inline(
+        &mut self,
+        fname: &str,
+        args: &[String],
+        depth: usize,
+    ) -> Result<Vec<String>, String> {
         let g = self
             .p
             .module
@@ -699,7 +751,11 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             env.insert(*p, a.clone());
         }
         for op in &g.ops {
-            let dt = g.ty(op.result).as_tensor().map(|t| t.dtype).unwrap_or(DType::F32);
+            let dt = g
+                .ty(op.result)
+                .as_tensor()
+                .map(|t| t.dtype)
+                .unwrap_or(DType::F32);
             let e = if op.name == "tensor.full" {
                 literal(op.attrs.get("value").unwrap_or(&Attr::Int(0)))
             } else {
@@ -716,8 +772,17 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
     fn par_reduce(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
         let f = self.p.func;
         let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
-        let r = op.attrs.get("reducer").ok_or("par.reduce without reducer")?.clone();
-        let axis = op.attrs.get("axis").and_then(Attr::as_symbol).ok_or("par.reduce without axis")?.to_string();
+        let r = op
+            .attrs
+            .get("reducer")
+            .ok_or("par.reduce without reducer")?
+            .clone();
+        let axis = op
+            .attrs
+            .get("axis")
+            .and_then(Attr::as_symbol)
+            .ok_or("par.reduce without axis")?
+            .to_string();
         if self.bound.contains_key(&axis) {
             return Err(format!("@{axis} is reduced inside its own loop"));
         }
@@ -731,11 +796,18 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             let (dims, _) = self.dims(&exts, lay)?;
             let var = self.fresh("acc");
             let idv = if id.is_infinite() {
-                if *id < 0.0 { "float('-inf')".to_string() } else { "float('inf')".to_string() }
+                if *id < 0.0 {
+                    "float('-inf')".to_string()
+                } else {
+                    "float('inf')".to_string()
+                }
             } else {
                 format!("{id:?}")
             };
-            self.line(outer, format!("{var} = tl.full({}, {idv}, tl.float32)", shape_list(&dims)));
+            self.line(
+                outer,
+                format!("{var} = tl.full({}, {idv}, tl.float32)", shape_list(&dims)),
+            );
             accs.push(var);
         }
         let id = py_ident(&axis);
@@ -747,7 +819,10 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         let inner = self.top();
         self.bind(&axis, &i, inner);
         let xs = self.emit(op.operands[0], lay)?.blocks();
-        let xv: Vec<String> = xs.iter().map(|b| format!("({}).to(tl.float32)", b.var)).collect();
+        let xv: Vec<String> = xs
+            .iter()
+            .map(|b| format!("({}).to(tl.float32)", b.var))
+            .collect();
         let merged = self.combine(&r, &accs, &xv, inner)?;
         for (a, m) in accs.iter().zip(&merged) {
             self.line(inner, format!("{a} = {m}"));
@@ -767,17 +842,31 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
     fn matmul(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
         let f = self.p.func;
         let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
-        let own = layout_of(f.ty(v));
-        if &own != lay {
-            return Err(format!(
-                "the matmul result `%{}` is needed tiled differently from how it is computed",
-                f.value(v).name
-            ));
-        }
+        // Output tiles of a matmul are independent: the result is computed
+        // in the tiling asked for (rows and columns from the request, the
+        // reduced dim K as the operands are split).
         let (a, b) = (op.operands[0], op.operands[1]);
-        let xa = self.block(a, &layout_of(f.ty(a)))?;
-        let xb = self.block(b, &layout_of(f.ty(b)))?;
-        let (ra, rb) = (xa.dims.len(), xb.dims.len());
+        let (ea, eb, er) = (extents(f.ty(a)), extents(f.ty(b)), extents(f.ty(v)));
+        let (ra, rb, r) = (ea.len(), eb.len(), er.len());
+        let side = |e: &[Extent], own: Layout, keep: usize, out: usize| -> Layout {
+            let k = r - e.len();
+            let mut l: Layout = (0..e.len())
+                .map(|j| {
+                    if j + 2 >= e.len() || (e[j] == Extent::N(1) && er[j + k] != Extent::N(1)) {
+                        None
+                    } else {
+                        lay[j + k].clone()
+                    }
+                })
+                .collect();
+            l[keep] = own[keep].clone();
+            l[out] = lay[if out + 2 == e.len() { r - 2 } else { r - 1 }].clone();
+            l
+        };
+        let la = side(&ea, layout_of(f.ty(a)), ra - 1, ra - 2);
+        let lb = side(&eb, layout_of(f.ty(b)), rb - 2, rb - 1);
+        let xa = self.block(a, &la)?;
+        let xb = self.block(b, &lb)?;
         let depth = xa.depth.max(xb.depth);
         // Zero the K padding of both operands.
         let ka = &xa.dims[ra - 1];
@@ -786,13 +875,24 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         let bm = self.fresh("b");
         self.line(
             depth,
-            format!("{am} = tl.where({} < {}, {}, 0.0)", along(&ka.offs, ra - 1, ra), ka.ext, xa.var),
+            format!(
+                "{am} = tl.where({} < {}, {}, 0.0)",
+                along(&ka.offs, ra - 1, ra),
+                ka.ext,
+                xa.var
+            ),
         );
         self.line(
             depth,
-            format!("{bm} = tl.where({} < {}, {}, 0.0)", along(&kb.offs, rb - 2, rb), kb.ext, xb.var),
+            format!(
+                "{bm} = tl.where({} < {}, {}, 0.0)",
+                along(&kb.offs, rb - 2, rb),
+                kb.ext,
+                xb.var
+            ),
         );
-        let big = |s: &str| s.starts_with("BLOCK_") || s.parse::<u64>().map(|n| n >= 16).unwrap_or(true);
+        let big =
+            |s: &str| s.starts_with("BLOCK_") || s.parse::<u64>().map(|n| n >= 16).unwrap_or(true);
         let dot_ok = ra == 2
             && rb == 2
             && big(&xa.dims[0].size)
@@ -803,13 +903,12 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         let e = if dot_ok {
             format!("tl.dot({am}, {bm}, out_dtype=tl.float32)")
         } else {
-            let r = ra.max(rb);
             let ea = expand(&format!("({am}).to(tl.float32)"), ra, r);
             let eb = expand(&format!("({bm}).to(tl.float32)"), rb, r);
             let mut ia: Vec<&str> = vec![":"; r];
             ia.push("None");
             let mut ib: Vec<&str> = vec![":"; r - 2];
-            ib.extend([ "None", ":", ":"]);
+            ib.extend(["None", ":", ":"]);
             format!(
                 "tl.sum(({ea})[{}] * ({eb})[{}], axis={})",
                 ia.join(", "),
@@ -872,7 +971,12 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
         let name = buf_param(f, k.root, i);
         stores.push((k.root, i));
         let lead = if k.collect {
-            let a = &k.grid.iter().find(|(_, d)| d.is_none()).ok_or("collect without axis")?.0;
+            let a = &k
+                .grid
+                .iter()
+                .find(|(_, d)| d.is_none())
+                .ok_or("collect without axis")?
+                .0;
             Some((format!("idx_{}", py_ident(a)), String::new()))
         } else {
             None
@@ -883,7 +987,10 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
         let line = if b.dims.is_empty() {
             format!("tl.store({ptr}, {val})")
         } else {
-            format!("tl.store({ptr}, {val}, mask={})", KernelEmitter::mask(&b.dims))
+            format!(
+                "tl.store({ptr}, {val}, mask={})",
+                KernelEmitter::mask(&b.dims)
+            )
         };
         e.line(0, line);
     }
@@ -915,7 +1022,11 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
     for l in &e.scopes[0].lines {
         let _ = writeln!(text, "    {l}");
     }
-    Ok(EmittedKernel { name, text, buffers })
+    Ok(EmittedKernel {
+        name,
+        text,
+        buffers,
+    })
 }
 
 /// The Python module for a plan: kernels, configuration, host function.
@@ -923,18 +1034,31 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
     let f = p.func;
     let mut ks = Vec::new();
     for k in &p.kernels {
-        ks.push(emit_kernel(p, k).map_err(|e| format!("kernel {} (writing `%{}`): {e}", k.index, f.value(k.root).name))?);
+        ks.push(emit_kernel(p, k).map_err(|e| {
+            format!(
+                "kernel {} (writing `%{}`): {e}",
+                k.index,
+                f.value(k.root).name
+            )
+        })?);
     }
     let mut out = String::new();
     let _ = writeln!(out, "\"\"\"Triton kernels for `@{}`.", f.name);
     let _ = writeln!(out);
     let _ = writeln!(out, "Generated by efir-translate --to-triton from {source}");
-    let _ = writeln!(out, "(pipeline: {pipeline}). {} kernel(s):", p.kernels.len());
+    let _ = writeln!(
+        out,
+        "(pipeline: {pipeline}). {} kernel(s):",
+        p.kernels.len()
+    );
     for line in crate::describe(p).lines() {
         let _ = writeln!(out, "    {line}");
     }
     let _ = writeln!(out);
-    let _ = writeln!(out, "Call run(*inputs, config=None) with torch tensors; config overrides");
+    let _ = writeln!(
+        out,
+        "Call run(*inputs, config=None) with torch tensors; config overrides"
+    );
     let _ = writeln!(out, "DEFAULT_CONFIG (legal values in CONFIG_SPACE).");
     let _ = writeln!(out, "\"\"\"");
     let _ = writeln!(out);
@@ -958,7 +1082,11 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
     let _ = writeln!(out);
     let _ = writeln!(out, "CONFIG_SPACE = {{\n{}\n}}", space.join("\n"));
     let _ = writeln!(out);
-    let params: Vec<String> = f.params.iter().map(|v| py_ident(&f.value(*v).name)).collect();
+    let params: Vec<String> = f
+        .params
+        .iter()
+        .map(|v| py_ident(&f.value(*v).name))
+        .collect();
     let _ = writeln!(out, "INPUTS = [");
     for v in &f.params {
         let t = f.ty(*v).as_tensor().ok_or("a tuple parameter")?;
@@ -979,14 +1107,29 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
     }
     let _ = writeln!(out);
     let _ = writeln!(out, "def run(*inputs, config=None):");
-    let _ = writeln!(out, "    \"\"\"Run `@{}` on torch tensors; returns its result(s).\"\"\"", f.name);
+    let _ = writeln!(
+        out,
+        "    \"\"\"Run `@{}` on torch tensors; returns its result(s).\"\"\"",
+        f.name
+    );
     let _ = writeln!(out, "    cfg = dict(DEFAULT_CONFIG)");
     let _ = writeln!(out, "    if config:");
     let _ = writeln!(out, "        cfg.update(config)");
     let _ = writeln!(out, "    if len(inputs) != {}:", params.len());
-    let _ = writeln!(out, "        raise TypeError(f\"@{} takes {} inputs, got {{len(inputs)}}\")", f.name, params.len());
-    let _ = writeln!(out, "    for (name, shape, dtype), t in zip(INPUTS, inputs):");
-    let _ = writeln!(out, "        if tuple(t.shape) != shape or t.dtype != dtype:");
+    let _ = writeln!(
+        out,
+        "        raise TypeError(f\"@{} takes {} inputs, got {{len(inputs)}}\")",
+        f.name,
+        params.len()
+    );
+    let _ = writeln!(
+        out,
+        "    for (name, shape, dtype), t in zip(INPUTS, inputs):"
+    );
+    let _ = writeln!(
+        out,
+        "        if tuple(t.shape) != shape or t.dtype != dtype:"
+    );
     let _ = writeln!(out, "            raise ValueError(f\"input %{{name}}: expected {{shape}} {{dtype}}, got {{tuple(t.shape)}} {{t.dtype}}\")");
     let _ = writeln!(out, "    dev = inputs[0].device");
     for (i, v) in f.params.iter().enumerate() {
@@ -1023,9 +1166,21 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
                 torch_dtype(l.dtype)
             );
         }
-        let grid: Vec<String> = k.grid.iter().map(|(a, _)| format!("nt_{}", py_ident(a))).collect();
-        let grid = if grid.is_empty() { "1".to_string() } else { grid.join(" * ") };
-        let mut args: Vec<String> = ek.buffers.iter().map(|(v, i)| buf_host(f, *v, *i)).collect();
+        let grid: Vec<String> = k
+            .grid
+            .iter()
+            .map(|(a, _)| format!("nt_{}", py_ident(a)))
+            .collect();
+        let grid = if grid.is_empty() {
+            "1".to_string()
+        } else {
+            grid.join(" * ")
+        };
+        let mut args: Vec<String> = ek
+            .buffers
+            .iter()
+            .map(|(v, i)| buf_host(f, *v, *i))
+            .collect();
         args.extend(consts.iter().cloned());
         args.push("num_warps=cfg[\"num_warps\"]".into());
         args.push("num_stages=cfg[\"num_stages\"]".into());

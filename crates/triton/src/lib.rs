@@ -153,7 +153,11 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
             || (stateless(ty)
                 && matches!(
                     name,
-                    "par.combine" | "par.reduce" | "tensor.reduce" | "tile.matmul" | "tensor.matmul"
+                    "par.combine"
+                        | "par.reduce"
+                        | "tensor.reduce"
+                        | "tile.matmul"
+                        | "tensor.matmul"
                 ))
         {
             buffer[op.result.index()] = true;
@@ -257,8 +261,7 @@ fn kernel_of(
     let mut grid = Vec::new();
     let mut cur = root;
     let mut collect = false;
-    loop {
-        let Some(i) = def[cur.index()] else { break };
+    while let Some(i) = def[cur.index()] {
         let op = &f.ops[i];
         if cur != root && buffer[cur.index()] {
             break;

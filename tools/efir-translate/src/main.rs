@@ -22,10 +22,12 @@ struct Cli {
     /// Translate only this function (`@name` or `name`).
     #[arg(long, value_name = "NAME")]
     func: Option<String>,
-    /// Output: a file for one program, a directory (one `<name>.py` per
-    /// program) for several; stdout when absent.
-    #[arg(short = 'o', value_name = "PATH")]
+    /// Write the module here (one program only; see --output-dir).
+    #[arg(short = 'o', value_name = "FILE")]
     output: Option<String>,
+    /// Write one `<name>.py` per program into this directory.
+    #[arg(long, value_name = "DIR", conflicts_with = "output")]
+    output_dir: Option<String>,
     /// Report programs that cannot be lowered as warnings and translate the
     /// others (exit 0 when at least one was translated).
     #[arg(long)]
@@ -109,23 +111,30 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         eprint!("{}", render(&name, &src, &problems, color));
     }
     let failed = (!cli.skip_unsupported && !problems.is_empty()) || out.is_empty();
-    match cli.output.as_deref().filter(|p| *p != "-") {
-        Some(path) if out.len() == 1 && !std::path::Path::new(path).is_dir() => {
-            std::fs::write(path, &out[0].1).map_err(|e| format!("cannot write `{path}`: {e}"))?;
+    if let Some(dir) = &cli.output_dir {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create `{dir}`: {e}"))?;
+        for (n, text) in &out {
+            let p = std::path::Path::new(dir).join(format!("{}.py", efir_triton::py_ident(n)));
+            std::fs::write(&p, text).map_err(|e| format!("cannot write `{}`: {e}", p.display()))?;
         }
-        Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create `{dir}`: {e}"))?;
-            for (n, text) in &out {
-                let p = std::path::Path::new(dir).join(format!("{}.py", efir_triton::py_ident(n)));
-                std::fs::write(&p, text)
-                    .map_err(|e| format!("cannot write `{}`: {e}", p.display()))?;
+    } else {
+        match cli.output.as_deref().filter(|p| *p != "-") {
+            Some(path) => {
+                if out.len() > 1 {
+                    return Err(format!(
+                        "{} programs translated; -o takes one (use --func or --output-dir)",
+                        out.len()
+                    ));
+                }
+                let text = out.first().map(|(_, t)| t.as_str()).unwrap_or("");
+                std::fs::write(path, text).map_err(|e| format!("cannot write `{path}`: {e}"))?;
             }
-        }
-        None => {
-            let mut stdout = std::io::stdout().lock();
-            for (n, text) in &out {
-                let _ = writeln!(stdout, "# ===== @{n} =====");
-                let _ = stdout.write_all(text.as_bytes());
+            None => {
+                let mut stdout = std::io::stdout().lock();
+                for (n, text) in &out {
+                    let _ = writeln!(stdout, "# ===== @{n} =====");
+                    let _ = stdout.write_all(text.as_bytes());
+                }
             }
         }
     }
