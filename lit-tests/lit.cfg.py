@@ -30,9 +30,15 @@ repo_root = os.path.dirname(config.test_source_root)
 bin_dir = os.environ.get("EFIR_BIN_DIR", os.path.join(repo_root, "target", "debug"))
 efir_opt = os.path.join(bin_dir, "efir-opt")
 efir_run = os.path.join(bin_dir, "efir-run")
+efir_translate = os.path.join(bin_dir, "efir-translate")
 filecheck = os.environ.get("FILECHECK", "/usr/lib/llvm-22/bin/FileCheck")
 
-for tool, path in [("efir-opt", efir_opt), ("efir-run", efir_run), ("FileCheck", filecheck)]:
+for tool, path in [
+    ("efir-opt", efir_opt),
+    ("efir-run", efir_run),
+    ("efir-translate", efir_translate),
+    ("FileCheck", filecheck),
+]:
     if not os.path.exists(path):
         lit_config.fatal(f"{tool} not found at {path} (build first, or set the environment)")
 
@@ -40,6 +46,7 @@ for tool, path in [("efir-opt", efir_opt), ("efir-run", efir_run), ("FileCheck",
 # that paths such as `%s` for `Tools/efir-opt.efir` are left alone.
 config.substitutions.append((r"(?<![-\w/.])efir-opt(?![-\w.])", efir_opt))
 config.substitutions.append((r"(?<![-\w/.])efir-run(?![-\w.])", efir_run))
+config.substitutions.append((r"(?<![-\w/.])efir-translate(?![-\w.])", efir_translate))
 config.substitutions.append((r"(?<![-\w/.])FileCheck(?![-\w.])", filecheck))
 # The repository's examples, for tests that derive from them.
 config.substitutions.append(("%examples", os.path.join(repo_root, "examples")))

@@ -197,13 +197,20 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
     }
 
     /// Bind axis `a` to tile index `idx` at `depth`.
+    /// The block length of axis `a`: a literal where its only legal block
+    /// is 1 (so that matmuls over such dims can drop them).
+    fn block_of(&self, a: &str) -> String {
+        match self.p.axes.get(a) {
+            Some(i) if i.domain == [1] => "1".into(),
+            _ => format!("BLOCK_{}", py_ident(a)),
+        }
+    }
+
     fn bind(&mut self, a: &str, idx: &str, depth: usize) {
         let id = py_ident(a);
         let var = format!("offs_{id}");
-        self.line(
-            depth,
-            format!("{var} = {idx} * BLOCK_{id} + tl.arange(0, BLOCK_{id})"),
-        );
+        let b = self.block_of(a);
+        self.line(depth, format!("{var} = {idx} * {b} + tl.arange(0, {b})"));
         self.bound.insert(a.to_string(), depth);
         self.offs.insert(format!("axis:{a}"), (var, depth));
     }
@@ -219,7 +226,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 let id = py_ident(a);
                 Ok((
                     BD {
-                        size: format!("BLOCK_{id}"),
+                        size: self.block_of(a),
                         offs: format!("offs_{id}"),
                         ext: ext.kernel(),
                     },
@@ -891,17 +898,55 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 xb.var
             ),
         );
-        let big =
-            |s: &str| s.starts_with("BLOCK_") || s.parse::<u64>().map(|n| n >= 16).unwrap_or(true);
-        let dot_ok = ra == 2
-            && rb == 2
-            && big(&xa.dims[0].size)
-            && big(&ka.size)
-            && big(&xb.dims[1].size)
-            && xa.dtype == xb.dtype
-            && matches!(xa.dtype, DType::F16 | DType::BF16 | DType::F32);
-        let e = if dot_ok {
-            format!("tl.dot({am}, {bm}, out_dtype=tl.float32)")
+        let unit_batch = |x: &Blk| x.dims[..x.dims.len() - 2].iter().all(|d| d.size == "1");
+        let (m, k, n) = (
+            xa.dims[ra - 2].size.clone(),
+            ka.size.clone(),
+            xb.dims[rb - 1].size.clone(),
+        );
+        let same =
+            xa.dtype == xb.dtype && matches!(xa.dtype, DType::F16 | DType::BF16 | DType::F32);
+        let e = if unit_batch(&xa) && unit_batch(&xb) {
+            // One matrix per program: drop the unit batch dims.
+            let (a2, b2) = if ra == 2 && rb == 2 {
+                (am.clone(), bm.clone())
+            } else {
+                let a2 = self.fresh("a");
+                let b2 = self.fresh("b");
+                self.line(depth, format!("{a2} = tl.reshape({am}, [{m}, {k}])"));
+                self.line(depth, format!("{b2} = tl.reshape({bm}, [{k}, {n}])"));
+                (a2, b2)
+            };
+            // tl.dot needs blocks of at least 16; smaller ones (a GEMV row)
+            // multiply and sum. Block sizes are constexprs, so the choice is
+            // made when the kernel is compiled.
+            let dot = format!("tl.dot({a2}, {b2}, out_dtype=tl.float32)");
+            let small = format!(
+                "tl.sum(({a2}).to(tl.float32)[:, :, None] * ({b2}).to(tl.float32)[None, :, :], axis=1)"
+            );
+            let lit = |s: &str| s.parse::<u64>().ok();
+            let known_small = [&m, &k, &n].iter().any(|s| lit(s).is_some_and(|x| x < 16));
+            let prod = if !same || known_small {
+                small
+            } else if [&m, &k, &n].iter().all(|s| lit(s).is_some()) {
+                dot
+            } else {
+                let t = self.fresh("mm");
+                self.line(
+                    depth,
+                    format!("if ({m} >= 16) and ({k} >= 16) and ({n} >= 16):"),
+                );
+                self.line(depth, format!("    {t} = {dot}"));
+                self.line(depth, "else:".into());
+                self.line(depth, format!("    {t} = {small}"));
+                t
+            };
+            if r == 2 {
+                prod
+            } else {
+                let (dims, _) = self.dims(&er, lay)?;
+                format!("tl.reshape({prod}, {})", shape_list(&dims))
+            }
         } else {
             let ea = expand(&format!("({am}).to(tl.float32)"), ra, r);
             let eb = expand(&format!("({bm}).to(tl.float32)"), rb, r);
@@ -957,7 +1002,16 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
         e.bind(a, &format!("idx_{id}"), 0);
     }
     let body_ty = f.ty(k.body).clone();
-    let lay = layout_of(&body_ty);
+    let mut lay = layout_of(&body_ty);
+    for (a, d) in &k.grid {
+        if let Some(d) = d {
+            // Grid axes of the launch that the program does not tile itself.
+            let own = body_ty.leaves().iter().any(|l| l.state.contains_key(a));
+            if !own && lay.get(*d).is_some_and(Option::is_none) {
+                lay[*d] = Some(a.clone());
+            }
+        }
+    }
     let val = e.emit_def(k.body, &lay)?;
     let blocks = val.blocks();
     let root_ty = f.ty(k.root).clone();

@@ -234,7 +234,9 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
         if !buffer[v.index()] {
             continue;
         }
-        kernels.push(kernel_of(f, &def, &buffer, v, kernels.len())?);
+        let mut k = kernel_of(f, &def, &buffer, v, kernels.len())?;
+        auto_grid(f, &mut k, &mut axes);
+        kernels.push(k);
     }
     for r in &f.returns {
         if def[r.index()].is_none() {
@@ -322,6 +324,63 @@ fn kernel_of(
         body: cur,
         collect,
     })
+}
+
+/// Give every untiled dim of a kernel's result a grid axis of its own.
+///
+/// Output elements of a kernel only depend on the same coordinates of the
+/// dims they share with their operands (pointwise ops, views, matmul rows
+/// and columns, the dims a reduction keeps), so any dim of the result can be
+/// split across programs; the emitter pushes the split down to the loads. A
+/// block as large as the dim is the untiled form. The last two dims (rows
+/// and columns) get a block-size parameter; leading dims get one program per
+/// index (block 1), so that matmuls inside are plain 2-D `tl.dot`s.
+fn auto_grid(f: &Func, k: &mut Kernel, axes: &mut IndexMap<String, AxisInfo>) {
+    let leaves = f.ty(k.body).leaves();
+    let Some(t) = leaves.first() else {
+        return;
+    };
+    if leaves.iter().any(|l| l.shape != t.shape) {
+        return;
+    }
+    let r = t.shape.len();
+    let tiled: Vec<usize> = t
+        .state
+        .values()
+        .filter_map(|s| match s {
+            AxisState::Part(d) => Some(*d),
+            _ => None,
+        })
+        .collect();
+    for (d, dim) in t.shape.iter().enumerate() {
+        let Dim::Static(e) = dim else { continue };
+        if *e <= 1 || tiled.contains(&d) {
+            continue;
+        }
+        let name = format!("g{}_{d}", k.index);
+        let top = e.next_power_of_two();
+        let (domain, default) = if d + 2 >= r {
+            let mut dm = Vec::new();
+            let mut b = 1;
+            while b <= top && b <= 1024 {
+                dm.push(b);
+                b *= 2;
+            }
+            (dm, top.min(64))
+        } else {
+            (vec![1], 1)
+        };
+        axes.insert(
+            name.clone(),
+            AxisInfo {
+                name: name.clone(),
+                extent: Extent::N(*e),
+                domain,
+                default,
+            },
+        );
+        k.grid.push((name, Some(d)));
+    }
 }
 
 /// Python names of dtypes.
