@@ -42,6 +42,7 @@
 
 use crate::analysis::{Data, EGraph};
 use crate::convert::{node_attrs, node_operands, to_func_text, Graph};
+use crate::extract::GlobalMemoryCost;
 use crate::saturate::{graph_of, lambda_text, library_refs, library_used};
 use efir_diagnostics::{codes, Diag};
 use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
@@ -208,6 +209,71 @@ fn pointwise(op: &str) -> bool {
         )
 }
 
+/// The order in which the enumeration tries a class's e-nodes: the greedy
+/// extractor's global-memory cost, plus a penalty for reducing a long dim
+/// inside one program (a matmul's K or a reduction's dim, unsplit and longer
+/// than 512): such a block does not fit in registers, while splitting the dim
+/// (a loop or a collect) does. Only the order changes, not the candidates.
+struct OrderCost<'a> {
+    inner: GlobalMemoryCost<'a>,
+}
+
+impl OrderCost<'_> {
+    fn penalty(&self, n: &SymbolLang) -> f64 {
+        let eg = self.inner.eg;
+        let op = n.op.as_str();
+        let long = |c: Id, d: usize| -> f64 {
+            let Some(t) = eg[c].data.ty() else { return 0.0 };
+            let Some(l) = t.leaves().first().copied() else {
+                return 0.0;
+            };
+            let split = l
+                .state
+                .values()
+                .any(|s| matches!(s, efir_ir::AxisState::Part(i) if *i == d));
+            match l.shape.get(d) {
+                Some(efir_ir::Dim::Static(e)) if !split && *e > 512 => crate::extract::bytes(t),
+                _ => 0.0,
+            }
+        };
+        let ops = node_operands(eg, n);
+        match op {
+            "tile.matmul" if ops.len() == 2 => {
+                let r = eg[ops[0]]
+                    .data
+                    .ty()
+                    .and_then(|t| t.leaves().first().map(|l| l.shape.len()))
+                    .unwrap_or(0);
+                if r == 0 {
+                    0.0
+                } else {
+                    long(ops[0], r - 1)
+                }
+            }
+            "tensor.reduce" if !ops.is_empty() => {
+                let d = node_attrs(eg, n)
+                    .iter()
+                    .find(|(k, _)| k == "dim")
+                    .and_then(|(_, a)| a.as_int())
+                    .unwrap_or(0) as usize;
+                long(ops[0], d)
+            }
+            _ => 0.0,
+        }
+    }
+}
+
+impl egg::CostFunction<SymbolLang> for OrderCost<'_> {
+    type Cost = f64;
+    fn cost<C>(&mut self, enode: &SymbolLang, mut costs: C) -> f64
+    where
+        C: FnMut(Id) -> f64,
+    {
+        let p = self.penalty(enode);
+        self.inner.cost(enode, &mut costs) + p
+    }
+}
+
 impl<'a> Enumerator<'a> {
     /// Prepare the enumeration of `g`'s candidates.
     pub fn new(g: &'a Graph) -> Enumerator<'a> {
@@ -220,6 +286,17 @@ impl<'a> Enumerator<'a> {
                 ids.push(c.id);
             }
         }
+        // Options are tried cheapest first (by the greedy extractor's
+        // global-memory cost of choosing the e-node with the cheapest
+        // children), so that limited enumerations find good candidates first.
+        let order = || OrderCost {
+            inner: GlobalMemoryCost {
+                eg,
+                launch: 65536.0,
+            },
+        };
+        let ex = egg::Extractor::new(eg, order());
+        let mut cf = order();
         let mut options = Vec::new();
         let mut kids = Vec::new();
         for id in &ids {
@@ -232,6 +309,17 @@ impl<'a> Enumerator<'a> {
                 .collect();
             let mut opts = if tiled.is_empty() { nodes } else { tiled };
             opts.sort();
+            let mut costed: Vec<(f64, SymbolLang)> = opts
+                .into_iter()
+                .map(|n| {
+                    (
+                        egg::CostFunction::cost(&mut cf, &n, |c| ex.find_best_cost(c)),
+                        n,
+                    )
+                })
+                .collect();
+            costed.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let opts: Vec<SymbolLang> = costed.into_iter().map(|(_, n)| n).collect();
             let ks: Vec<Vec<u32>> = opts
                 .iter()
                 .map(|n| {

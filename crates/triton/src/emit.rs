@@ -64,6 +64,29 @@ struct KernelEmitter<'p, 'a> {
     offs: HashMap<String, (String, usize)>,
     n: usize,
     loads: IndexSet<(ValueId, usize)>,
+    /// The loop axis of each scope below the kernel's top level.
+    loops: Vec<String>,
+    /// Memory traffic and matmul work, for the static estimate.
+    work: Vec<Work>,
+}
+
+/// One load, store or matmul of a kernel, per program: element sizes (block
+/// lengths), and the loops it runs in.
+#[derive(Clone, Debug)]
+struct Work {
+    bytes: u64,
+    sizes: Vec<String>,
+    loops: Vec<String>,
+    flops: bool,
+}
+
+fn dtype_bytes(d: DType) -> u64 {
+    match d {
+        DType::F16 | DType::BF16 => 2,
+        DType::F32 | DType::I32 => 4,
+        DType::F64 | DType::I64 => 8,
+        DType::I1 => 1,
+    }
 }
 
 fn layout_of(t: &Type) -> Layout {
@@ -180,6 +203,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             offs: HashMap::new(),
             n: 0,
             loads: IndexSet::new(),
+            loops: Vec::new(),
+            work: Vec::new(),
         }
     }
 
@@ -326,6 +351,12 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 )
             };
             self.line(depth, line);
+            self.work.push(Work {
+                bytes: dtype_bytes(l.dtype),
+                sizes: dims.iter().map(|d| d.size.clone()).collect(),
+                loops: self.loops[..depth].to_vec(),
+                flops: false,
+            });
             fields.push(Val::T(Blk {
                 var,
                 dims,
@@ -776,7 +807,43 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         Ok(g.returns.iter().map(|r| env[r].clone()).collect())
     }
 
+    /// A parallel reduction is emitted as a loop at the shallowest depth where
+    /// everything it depends on (the axes of its result's tiling) is bound:
+    /// outside any enclosing loop it does not depend on, even one over the
+    /// same axis.
     fn par_reduce(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        let outer = lay
+            .iter()
+            .flatten()
+            .map(|a| self.bound.get(a).copied().unwrap_or(0))
+            .max()
+            .unwrap_or(0);
+        if outer == self.top() {
+            return self.par_reduce_here(v, lay);
+        }
+        let scopes = self.scopes.split_off(outer + 1);
+        let bound = self.bound.clone();
+        let offs = self.offs.clone();
+        let memo = self.memo.clone();
+        let loops = self.loops.clone();
+        self.bound.retain(|_, d| *d <= outer);
+        self.offs.retain(|_, (_, d)| *d <= outer);
+        self.memo.retain(|_, x| x.depth() <= outer);
+        self.loops.truncate(outer);
+        let r = self.par_reduce_here(v, lay);
+        let fresh: Vec<_> = self.memo.drain().collect();
+        self.scopes.extend(scopes);
+        self.bound = bound;
+        self.offs = offs;
+        self.memo = memo;
+        self.loops = loops;
+        for (k, x) in fresh {
+            self.memo.entry(k).or_insert(x);
+        }
+        r
+    }
+
+    fn par_reduce_here(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
         let f = self.p.func;
         let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
         let r = op
@@ -824,6 +891,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             lines: Vec::new(),
         });
         let inner = self.top();
+        self.loops.push(axis.clone());
         self.bind(&axis, &i, inner);
         let xs = self.emit(op.operands[0], lay)?.blocks();
         let xv: Vec<String> = xs
@@ -841,6 +909,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             self.scopes[outer].lines.push(format!("    {l}"));
         }
         self.bound.remove(&axis);
+        self.loops.pop();
         self.offs.retain(|_, (_, d)| *d < inner);
         self.memo.retain(|_, x| x.depth() < inner);
         self.finish(v, lay, accs, outer)
@@ -906,6 +975,15 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         );
         let same =
             xa.dtype == xb.dtype && matches!(xa.dtype, DType::F16 | DType::BF16 | DType::F32);
+        let mut sizes: Vec<String> = xa.dims[..ra - 1].iter().map(|d| d.size.clone()).collect();
+        sizes.push(k.clone());
+        sizes.push(n.clone());
+        self.work.push(Work {
+            bytes: 2,
+            sizes,
+            loops: self.loops[..depth].to_vec(),
+            flops: true,
+        });
         let e = if unit_batch(&xa) && unit_batch(&xb) {
             // One matrix per program: drop the unit batch dims.
             let (a2, b2) = if ra == 2 && rb == 2 {
@@ -989,6 +1067,8 @@ struct EmittedKernel {
     name: String,
     text: String,
     buffers: Vec<(ValueId, usize)>,
+    work: Vec<Work>,
+    grid: Vec<String>,
 }
 
 fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
@@ -1047,6 +1127,12 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
             )
         };
         e.line(0, line);
+        e.work.push(Work {
+            bytes: dtype_bytes(l.dtype),
+            sizes: b.dims.iter().map(|d| d.size.clone()).collect(),
+            loops: Vec::new(),
+            flops: false,
+        });
     }
     let mut buffers: Vec<(ValueId, usize)> = e.loads.iter().copied().collect();
     for s in stores {
@@ -1080,7 +1166,119 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
         name,
         text,
         buffers,
+        work: e.work,
+        grid: k.grid.iter().map(|(a, _)| a.clone()).collect(),
     })
+}
+
+/// A static estimate of a program at the default configuration: global
+/// memory traffic (every program's loads and stores, loops included), matmul
+/// flops and kernel launches, and a time from the H200's copy bandwidth and
+/// fp16 matmul rate (WORKLOADS.md) plus 2 µs per launch. It ranks candidates;
+/// it is not a measurement.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Estimate {
+    /// Kernel launches.
+    pub kernels: usize,
+    /// Bytes moved to and from global memory.
+    pub bytes: f64,
+    /// Matmul flops.
+    pub flops: f64,
+    /// The estimated time in microseconds.
+    pub time_us: f64,
+    /// Elements of the largest block a program holds (matmul operands and
+    /// result together).
+    pub largest_block: f64,
+}
+
+fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
+    let block = |a: &str| -> f64 {
+        p.axes
+            .iter()
+            .find(|(n, _)| py_ident(n) == a)
+            .map(|(_, i)| i.default as f64)
+            .unwrap_or(1.0)
+    };
+    let tiles = |a: &str| -> f64 {
+        let Some(i) = p.axes.get(a) else { return 1.0 };
+        let ext = match &i.extent {
+            Extent::N(n) => *n as f64,
+            Extent::Tiles(b) => {
+                let bi = &p.axes[b];
+                let e = match bi.extent {
+                    Extent::N(n) => n as f64,
+                    Extent::Tiles(_) => 1.0,
+                };
+                (e / bi.default as f64).ceil()
+            }
+        };
+        (ext / i.default as f64).ceil()
+    };
+    let size = |s: &str| -> f64 {
+        if let Ok(n) = s.parse::<f64>() {
+            n
+        } else if let Some(a) = s.strip_prefix("BLOCK_") {
+            block(a)
+        } else if let Some(a) = s.strip_prefix("NTP_") {
+            let t = p
+                .axes
+                .keys()
+                .find(|n| py_ident(n) == a)
+                .map(|n| tiles(n))
+                .unwrap_or(1.0);
+            (t as u64).next_power_of_two() as f64
+        } else {
+            1.0
+        }
+    };
+    let mut est = Estimate {
+        kernels: ks.len(),
+        ..Estimate::default()
+    };
+    for k in ks {
+        let programs: f64 = k.grid.iter().map(|a| tiles(a)).product();
+        for w in &k.work {
+            let trips: f64 = w.loops.iter().map(|a| tiles(a)).product();
+            let elems: f64 = w.sizes.iter().map(|s| size(s)).product();
+            if w.flops {
+                est.flops += 2.0 * elems * trips * programs;
+            } else {
+                est.bytes += elems * w.bytes as f64 * trips * programs;
+            }
+        }
+    }
+    est.time_us = (est.bytes / 4.27e12).max(est.flops / 671e12) * 1e6 + 2.0 * est.kernels as f64;
+    // Blocks far beyond what fits in registers spill (or do not compile):
+    // scale the time by how far the largest one overshoots 32K elements.
+    let mut largest: f64 = 0.0;
+    for k in ks {
+        for w in &k.work {
+            let v: Vec<f64> = w.sizes.iter().map(|s| size(s)).collect();
+            let fp = if w.flops && v.len() >= 3 {
+                let n = v.len();
+                let batch: f64 = v[..n - 3].iter().product();
+                batch * (v[n - 3] * v[n - 2] + v[n - 2] * v[n - 1] + v[n - 3] * v[n - 1])
+            } else {
+                v.iter().product()
+            };
+            largest = largest.max(fp);
+        }
+    }
+    est.largest_block = largest;
+    if largest > 32768.0 {
+        est.time_us *= largest / 32768.0;
+    }
+    est
+}
+
+/// The static estimate of a plan (see [`Estimate`]).
+pub fn estimate(p: &Plan<'_>) -> Result<Estimate, String> {
+    let ks = p
+        .kernels
+        .iter()
+        .map(|k| emit_kernel(p, k))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(estimate_of(p, &ks))
 }
 
 /// The Python module for a plan: kernels, configuration, host function.
@@ -1135,6 +1333,17 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
     let _ = writeln!(out, "DEFAULT_CONFIG = {{\n{}\n}}", defaults.join("\n"));
     let _ = writeln!(out);
     let _ = writeln!(out, "CONFIG_SPACE = {{\n{}\n}}", space.join("\n"));
+    let _ = writeln!(out);
+    let est = estimate_of(p, &ks);
+    let _ = writeln!(
+        out,
+        "# Static estimate at DEFAULT_CONFIG (ranks candidates; not a measurement)."
+    );
+    let _ = writeln!(
+        out,
+        "ESTIMATE = {{\"kernels\": {}, \"bytes\": {:.0}, \"flops\": {:.0}, \"time_us\": {:.3}, \"largest_block\": {:.0}}}",
+        est.kernels, est.bytes, est.flops, est.time_us, est.largest_block
+    );
     let _ = writeln!(out);
     let params: Vec<String> = f
         .params

@@ -33,7 +33,7 @@ use std::fmt::Write;
 
 mod emit;
 
-pub use emit::emit_python;
+pub use emit::{emit_python, estimate, Estimate};
 
 /// The extent of a dim: a number, or the tile count of an axis (the leading
 /// dim that `par.collect` adds).

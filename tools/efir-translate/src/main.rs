@@ -32,6 +32,10 @@ struct Cli {
     /// others (exit 0 when at least one was translated).
     #[arg(long)]
     skip_unsupported: bool,
+    /// Keep the K programs with the best static estimate (see the module's
+    /// ESTIMATE); programs that cannot be lowered are skipped with a warning.
+    #[arg(long, value_name = "K")]
+    top: Option<usize>,
     /// Print a kernel summary per program on stderr.
     #[arg(long)]
     print_plan: bool,
@@ -85,20 +89,31 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
             return Err(format!("no program `@{f}` in `{name}`"));
         }
     }
-    let mut out: Vec<(String, String)> = Vec::new();
+    let skip = cli.skip_unsupported || cli.top.is_some();
+    let mut out: Vec<(String, String, f64)> = Vec::new();
     let mut problems = Vec::new();
     for f in &progs {
         let res = efir_triton::plan(&m, f).and_then(|p| {
+            let est = efir_triton::estimate(&p)?;
             if cli.print_plan {
-                eprint!("@{}:\n{}", f.name, efir_triton::describe(&p));
+                eprint!(
+                    "@{}: {} kernel(s), estimate {:.1} us ({:.3e} bytes, {:.3e} flops)\n{}",
+                    f.name,
+                    est.kernels,
+                    est.time_us,
+                    est.bytes,
+                    est.flops,
+                    efir_triton::describe(&p)
+                );
             }
-            efir_triton::emit_python(&p, &name, "efir-translate --to-triton")
+            let text = efir_triton::emit_python(&p, &name, "efir-translate --to-triton")?;
+            Ok((text, est.time_us))
         });
         match res {
-            Ok(text) => out.push((f.name.clone(), text)),
+            Ok((text, t)) => out.push((f.name.clone(), text, t)),
             Err(e) => {
                 let msg = format!("cannot lower `@{}` to Triton: {e}", f.name);
-                let d = if cli.skip_unsupported {
+                let d = if skip {
                     Diag::warning(codes::E0801, msg, f.name_span)
                 } else {
                     Diag::error(codes::E0801, msg, f.name_span)
@@ -107,13 +122,17 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
             }
         }
     }
+    if let Some(k) = cli.top {
+        out.sort_by(|a, b| a.2.total_cmp(&b.2));
+        out.truncate(k);
+    }
     if !problems.is_empty() {
         eprint!("{}", render(&name, &src, &problems, color));
     }
-    let failed = (!cli.skip_unsupported && !problems.is_empty()) || out.is_empty();
+    let failed = (!skip && !problems.is_empty()) || out.is_empty();
     if let Some(dir) = &cli.output_dir {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create `{dir}`: {e}"))?;
-        for (n, text) in &out {
+        for (n, text, _) in &out {
             let p = std::path::Path::new(dir).join(format!("{}.py", efir_triton::py_ident(n)));
             std::fs::write(&p, text).map_err(|e| format!("cannot write `{}`: {e}", p.display()))?;
         }
@@ -126,12 +145,12 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
                         out.len()
                     ));
                 }
-                let text = out.first().map(|(_, t)| t.as_str()).unwrap_or("");
+                let text = out.first().map(|(_, t, _)| t.as_str()).unwrap_or("");
                 std::fs::write(path, text).map_err(|e| format!("cannot write `{path}`: {e}"))?;
             }
             None => {
                 let mut stdout = std::io::stdout().lock();
-                for (n, text) in &out {
+                for (n, text, _) in &out {
                     let _ = writeln!(stdout, "# ===== @{n} =====");
                     let _ = stdout.write_all(text.as_bytes());
                 }
