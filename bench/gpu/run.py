@@ -173,9 +173,9 @@ def rel_l2(out, ref):
 # ------------------------------------------------------------------- timing
 def median_us(fn):
     try:
-        ms = do_bench_cudagraph(fn, rep=100, return_mode="median")
+        ms = do_bench_cudagraph(fn, rep=40, return_mode="median")
     except TypeError:
-        ms = do_bench_cudagraph(fn, rep=100)
+        ms = do_bench_cudagraph(fn, rep=40)
     return ms * 1000.0
 
 
@@ -233,7 +233,7 @@ def configs(mod):
     return out
 
 
-def bench_one(name, b, compile_mode, log):
+def bench_one(name, b, compile_mode, log, max_candidates=3, max_configs=3):
     rec = {"workload": name, "B": b, "efir": [], "peers": {}}
     nbytes = sum(math.prod(s) * 2 for _, s, _ in shapes(name, b))
     ins = make_inputs(name, b, 0)
@@ -244,13 +244,15 @@ def bench_one(name, b, compile_mode, log):
     copies = max(1, min(8, math.ceil(3 * L2_BYTES / rec["bytes"])))
     rec["copies"] = copies
     # efir candidates
-    for path in sorted((GEN / f"{name}_B{b}").glob("*.py")):
+    paths = sorted((GEN / f"{name}_B{b}").glob("*.py"))
+    paths = sorted(paths, key=lambda p: load(p).ESTIMATE["time_us"])[:max_candidates]
+    for path in paths:
         try:
             mod = load(path)
         except Exception as e:  # noqa: BLE001
             rec["efir"].append({"candidate": path.stem, "error": f"import: {e}"})
             continue
-        for i, cfg in enumerate(configs(mod)):
+        for i, cfg in enumerate(configs(mod)[:max_configs]):
             r = {"candidate": path.stem, "config": cfg, "kernels": mod.ESTIMATE["kernels"], "estimate_us": mod.ESTIMATE["time_us"]}
             try:
                 t0 = time.time()
@@ -308,6 +310,9 @@ def main():
     ap.add_argument("--workloads", default=",".join(FUNCS))
     ap.add_argument("--batches", default="1,8,16")
     ap.add_argument("--compile-mode", default="max-autotune-no-cudagraphs")
+    ap.add_argument("--candidates", type=int, default=3, help="best candidates (by estimate) per case")
+    ap.add_argument("--configs", type=int, default=3, help="schedules per candidate")
+    ap.add_argument("--cases", default="", help="only these name:B pairs, comma separated")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -327,11 +332,14 @@ def main():
     res["copy_bandwidth_Bps"] = bw
     res["fp16_matmul_flops"] = mm
     log(f"copy bandwidth {bw / 1e12:.2f} TB/s, fp16 matmul {mm / 1e12:.0f} TFLOP/s")
-    for b in [int(x) for x in args.batches.split(",")]:
-        for name in args.workloads.split(","):
+    cases = [(n, int(b)) for b in args.batches.split(",") for n in args.workloads.split(",")]
+    if args.cases:
+        cases = [(c.split(":")[0], int(c.split(":")[1])) for c in args.cases.split(",")]
+    for name, b in cases:
+        if True:
             log(f"{name} B={b}")
             try:
-                rec = bench_one(name, b, args.compile_mode, log)
+                rec = bench_one(name, b, args.compile_mode, log, args.candidates, args.configs)
             except Exception as e:  # noqa: BLE001
                 rec = {"workload": name, "B": b, "error": str(e)[-600:]}
             if "bytes" in rec:
