@@ -233,7 +233,7 @@ def configs(mod):
     return out
 
 
-def bench_one(name, b, compile_mode, log, max_candidates=3, max_configs=3):
+def bench_one(name, b, compile_mode, log, max_candidates=3, max_configs=3, glob="*.py"):
     rec = {"workload": name, "B": b, "efir": [], "peers": {}}
     nbytes = sum(math.prod(s) * 2 for _, s, _ in shapes(name, b))
     ins = make_inputs(name, b, 0)
@@ -244,7 +244,7 @@ def bench_one(name, b, compile_mode, log, max_candidates=3, max_configs=3):
     copies = max(1, min(8, math.ceil(3 * L2_BYTES / rec["bytes"])))
     rec["copies"] = copies
     # efir candidates
-    paths = sorted((GEN / f"{name}_B{b}").glob("*.py"))
+    paths = sorted((GEN / f"{name}_B{b}").glob(glob))
     paths = sorted(paths, key=lambda p: load(p).ESTIMATE["time_us"])[:max_candidates]
     for path in paths:
         try:
@@ -313,6 +313,7 @@ def main():
     ap.add_argument("--candidates", type=int, default=3, help="best candidates (by estimate) per case")
     ap.add_argument("--configs", type=int, default=3, help="schedules per candidate")
     ap.add_argument("--cases", default="", help="only these name:B pairs, comma separated")
+    ap.add_argument("--glob", default="*.py", help="candidate modules to run")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -339,7 +340,7 @@ def main():
         if True:
             log(f"{name} B={b}")
             try:
-                rec = bench_one(name, b, args.compile_mode, log, args.candidates, args.configs)
+                rec = bench_one(name, b, args.compile_mode, log, args.candidates, args.configs, args.glob)
             except Exception as e:  # noqa: BLE001
                 rec = {"workload": name, "B": b, "error": str(e)[-600:]}
             if "bytes" in rec:

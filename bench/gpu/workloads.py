@@ -28,3 +28,20 @@ if __name__ == "__main__":
     out.mkdir(parents=True, exist_ok=True)
     for n in NAMES:
         (out / f"{n}_B{b}.efir").write_text(at_batch(n, b))
+
+
+def derived_rmsnorm_mlp(b):
+    """examples/derivations/rmsnorm_mlp.efir (normalization after both
+    projections) at the real shapes: its small dims 2, 64 and 176 are B, 4096
+    and 11008 (all distinct, so the mapping is exact), and so are the axis
+    extents and the mean's divisor."""
+    text = (ROOT / "examples" / "derivations" / "rmsnorm_mlp.efir").read_text()
+    dims = {"2": str(b), "64": "4096", "176": "11008", "1": "1"}
+
+    def shape(m):
+        parts = m.group(1).split("x")
+        return "tensor<" + "x".join(dims.get(p, p) for p in parts[:-1]) + ("x" if len(parts) > 1 else "") + parts[-1]
+
+    text = re.sub(r"tensor<((?:\d+x)*[a-z]+\d*)", shape, text)
+    text = text.replace("@n176", "@n11008").replace("tensor.full<64.0>", "tensor.full<4096.0>")
+    return text

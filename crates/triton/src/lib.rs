@@ -226,6 +226,12 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
         if !d.contains(&info.default) {
             info.default = d[0];
         }
+        if batch.contains_key(a) {
+            // Axes over leading (batch) dims take one index per program, so
+            // that matmuls inside are 2-D.
+            d = vec![1];
+            info.default = 1;
+        }
         info.domain = d;
     }
     let mut kernels = Vec::new();
