@@ -1171,6 +1171,16 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
     })
 }
 
+fn emit_kernel_in_context(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
+    emit_kernel(p, k).map_err(|e| {
+        format!(
+            "kernel {} (writing `%{}`): {e}",
+            k.index,
+            p.func.value(k.root).name
+        )
+    })
+}
+
 /// A static estimate of a program at the default configuration: global
 /// memory traffic (every program's loads and stores, loops included), matmul
 /// flops and kernel launches, and a time from the H200's copy bandwidth and
@@ -1276,7 +1286,7 @@ pub fn estimate(p: &Plan<'_>) -> Result<Estimate, String> {
     let ks = p
         .kernels
         .iter()
-        .map(|k| emit_kernel(p, k))
+        .map(|k| emit_kernel_in_context(p, k))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(estimate_of(p, &ks))
 }
@@ -1286,13 +1296,7 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
     let f = p.func;
     let mut ks = Vec::new();
     for k in &p.kernels {
-        ks.push(emit_kernel(p, k).map_err(|e| {
-            format!(
-                "kernel {} (writing `%{}`): {e}",
-                k.index,
-                f.value(k.root).name
-            )
-        })?);
+        ks.push(emit_kernel_in_context(p, k)?);
     }
     let mut out = String::new();
     let _ = writeln!(out, "\"\"\"Triton kernels for `@{}`.", f.name);
