@@ -238,6 +238,23 @@ impl<'m> Interp<'m> {
         Ok(result)
     }
 
+    /// Call a function of the module on parallel values (used by
+    /// `kernel.launch`): its results.
+    pub fn call_values(&self, name: &str, args: Vec<PValue>) -> Result<Vec<PValue>, String> {
+        let f = self
+            .module
+            .func(name)
+            .ok_or_else(|| format!("no function `@{name}` in the module"))?;
+        if args.len() != f.params.len() {
+            return Err(format!(
+                "`@{name}` takes {} arguments, {} given",
+                f.params.len(),
+                args.len()
+            ));
+        }
+        self.eval_func(f, args)
+    }
+
     /// Call a function on whole tiles (used by reducers for `@f` and `@h`;
     /// the function's ops broadcast, so rank-0 functions apply pointwise).
     pub fn call(&self, name: &str, args: Vec<Tile>) -> Result<Vec<Tile>, String> {

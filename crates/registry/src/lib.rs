@@ -7,7 +7,7 @@ use efir_ir::pass::PassInfo;
 use efir_ir::Registry;
 
 /// Every dialect, in registration order.
-pub fn all_dialects() -> [&'static DialectDef; 6] {
+pub fn all_dialects() -> [&'static DialectDef; 7] {
     [
         &efir_dialect_ew::DIALECT,
         &efir_dialect_tensor::DIALECT,
@@ -15,6 +15,7 @@ pub fn all_dialects() -> [&'static DialectDef; 6] {
         &efir_dialect_par::DIALECT,
         &efir_dialect_tile::DIALECT,
         &efir_dialect_egraph::DIALECT,
+        &efir_dialect_kernel::DIALECT,
     ]
 }
 
@@ -25,6 +26,7 @@ pub fn all_semantics() -> efir_interp::SemanticsTable {
         efir_dialect_tensor::eval::SEMANTICS,
         efir_dialect_par::eval::SEMANTICS,
         efir_dialect_tile::SEMANTICS,
+        efir_dialect_kernel::SEMANTICS,
     ]
     .into_iter()
     .flatten()
@@ -79,6 +81,7 @@ pub fn all_passes() -> Vec<PassInfo> {
         efir_egraph::saturate::INFO,
         efir_egraph::extract::INFO,
         efir_egraph::compact::INFO,
+        efir_triton::outline::INFO,
     ]
 }
 

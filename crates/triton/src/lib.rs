@@ -32,6 +32,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
 mod emit;
+pub mod outline;
 
 pub use emit::{emit_python, estimate, Estimate};
 
@@ -203,6 +204,9 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
             }
         }
     }
+    // Axes in name order, so that a program's emitted module does not depend
+    // on the order of its values.
+    axes.sort_keys();
     for (a, info) in axes.iter_mut() {
         let ext = match &info.extent {
             Extent::N(n) => *n,
@@ -480,10 +484,15 @@ pub fn reducer_functions(m: &Module) -> IndexSet<String> {
     out
 }
 
-/// The programs of a module: its functions that are not reducer functions.
+/// The programs of a module: its functions that are not reducer functions
+/// or launched kernels.
 pub fn programs(m: &Module) -> Vec<&Func> {
     let r = reducer_functions(m);
-    m.funcs.iter().filter(|f| !r.contains(&f.name)).collect()
+    let k = outline::launched(m);
+    m.funcs
+        .iter()
+        .filter(|f| !r.contains(&f.name) && !k.contains(&f.name))
+        .collect()
 }
 
 /// Signatures of a module's functions, as the `red` dialect wants them.

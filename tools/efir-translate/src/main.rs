@@ -81,6 +81,9 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         eprint!("{}", render(&name, &src, &diags, color));
         return Ok(ExitCode::from(1));
     }
+    // A kernel graph (`--lower-to-kernels`) is translated through the
+    // program it came from.
+    let m = efir_triton::outline::flatten(&m)?;
     let mut progs = efir_triton::programs(&m);
     if let Some(f) = &cli.func {
         let f = f.trim_start_matches('@');
