@@ -198,6 +198,30 @@ fn exercise(text: &str) {
         "saturate/compact failed on a valid module: {:?}\n{text}",
         out.diags
     );
+    // Cutting into kernels either works (and the kernel graph verifies) or
+    // reports E0801; lowering to Triton never panics.
+    let flags = [PassFlag {
+        name: "lower-to-kernels".into(),
+        options: String::new(),
+    }];
+    let out = efir_driver::run_case(text, &reg, &flags, PrintOptions::default())
+        .expect("pipeline builds");
+    assert!(
+        out.diags.iter().all(|d| d.code == "E0801"),
+        "lower-to-kernels failed on a valid module: {:?}\n{text}",
+        out.diags
+    );
+    if let Some(k) = &out.text {
+        let (km, d) = parse_and_verify(k, &reg);
+        assert!(d.is_empty(), "kernel graph does not verify: {d:?}\n{k}");
+        if let Ok(flat) = efir_triton::outline::flatten(&km) {
+            for f in efir_triton::programs(&flat) {
+                if let Ok(p) = efir_triton::plan(&flat, f) {
+                    let _ = efir_triton::emit_python(&p, "fuzz", "fuzz");
+                }
+            }
+        }
+    }
 }
 
 proptest! {

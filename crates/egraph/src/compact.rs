@@ -173,6 +173,8 @@ pub struct Enumerator<'a> {
     kind: Vec<Vec<Kind>>,
     /// The value class of each e-class.
     value: Vec<u32>,
+    /// The classes reachable from each class (bitsets).
+    reach: Vec<Vec<u64>>,
     interner: HashMap<(u32, Vec<u32>), u32>,
 }
 
@@ -394,6 +396,23 @@ impl<'a> Enumerator<'a> {
                 roots.push(*i);
             }
         }
+        // The classes reachable from each class through any e-node (bitsets).
+        let n = ids.len();
+        let words = n.div_ceil(64);
+        let mut reach = vec![vec![0u64; words]; n];
+        for (c, r) in reach.iter_mut().enumerate() {
+            let mut stack = vec![c as u32];
+            while let Some(x) = stack.pop() {
+                let (w, b) = (x as usize / 64, x as usize % 64);
+                if r[w] & (1 << b) != 0 {
+                    continue;
+                }
+                r[w] |= 1 << b;
+                for ks in &kids[x as usize] {
+                    stack.extend(ks.iter().copied());
+                }
+            }
+        }
         Enumerator {
             eg,
             roots,
@@ -403,8 +422,36 @@ impl<'a> Enumerator<'a> {
             kids,
             kind,
             value,
+            reach,
             interner: HashMap::new(),
         }
+    }
+
+    /// What the completions of a partial program depend on besides its
+    /// canonical form: the choices already made for classes its holes can
+    /// reach, and the organization chosen for their values. Two partial
+    /// programs are only pruned as equivalent when these agree too, so
+    /// pruning never removes a class.
+    fn context(&self, s: &State) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let words = self.ids.len().div_ceil(64);
+        let mut mask = vec![0u64; words];
+        for h in &s.holes {
+            for (m, r) in mask.iter_mut().zip(&self.reach[*h as usize]) {
+                *m |= r;
+            }
+        }
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for (w, m) in mask.iter().enumerate() {
+            let mut bits = *m;
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let c = w * 64 + b;
+                (c, s.choice[c], s.produced[self.value[c] as usize]).hash(&mut hasher);
+            }
+        }
+        hasher.finish()
     }
 
     fn intern(&mut self, label: u32, kids: Vec<u32>) -> u32 {
@@ -525,7 +572,7 @@ impl<'a> Enumerator<'a> {
             holes,
             produced: vec![u32::MAX; n],
         }];
-        let mut seen_partial: HashSet<u32> = HashSet::new();
+        let mut seen_partial: HashSet<(u32, u64)> = HashSet::new();
         let mut seen_complete: HashSet<u32> = HashSet::new();
         while let Some(mut s) = stack.pop() {
             if out.expanded_states >= max_states {
@@ -583,7 +630,7 @@ impl<'a> Enumerator<'a> {
                     }
                     continue;
                 }
-                if mode == Mode::Early && !seen_partial.insert(self.canon(&t)) {
+                if mode == Mode::Early && !seen_partial.insert((self.canon(&t), self.context(&t))) {
                     out.pruned += 1;
                     continue;
                 }

@@ -158,3 +158,24 @@ fn early_compaction_finishes_on_ngpt() {
     assert!(res.classes > 1);
     assert!(res.pruned > 0);
 }
+
+#[test]
+fn modes_agree_on_ngpt() {
+    // `early` prunes only partial programs whose completions agree (same
+    // canonical form, same choices where the holes can reach): it finds the
+    // classes `after` finds.
+    let src = std::fs::read_to_string(root().join("examples/small/ngpt.efir")).unwrap();
+    let (m, d) = parse_and_verify(&src, &efir_registry::registry());
+    assert!(d.is_empty());
+    let g = saturated(&m);
+    let early = Enumerator::new(&g).run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+    let after = Enumerator::new(&g).run(Mode::After, usize::MAX, 600.0, usize::MAX);
+    assert!(early.complete && after.complete);
+    assert_eq!(early.classes, after.classes);
+    assert!(
+        early.expanded_states * 10 < after.expanded_states,
+        "{} vs {}",
+        early.expanded_states,
+        after.expanded_states
+    );
+}
