@@ -939,10 +939,72 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             l[out] = lay[if out + 2 == e.len() { r - 2 } else { r - 1 }].clone();
             l
         };
-        let la = side(&ea, layout_of(f.ty(a)), ra - 1, ra - 2);
-        let lb = side(&eb, layout_of(f.ty(b)), rb - 2, rb - 1);
-        let xa = self.block(a, &la)?;
-        let xb = self.block(b, &lb)?;
+        let mut la = side(&ea, layout_of(f.ty(a)), ra - 1, ra - 2);
+        let mut lb = side(&eb, layout_of(f.ty(b)), rb - 2, rb - 1);
+        let dt = f.ty(v).as_tensor().ok_or("expected a tensor")?.dtype;
+        // A long K that the program does not split is split here: a loop
+        // over K tiles accumulating in fp32 (the plan registered its axis).
+        let auto = match ea.last() {
+            Some(Extent::N(k)) => format!("r{k}"),
+            _ => String::new(),
+        };
+        if la[ra - 1].is_none()
+            && lb[rb - 2].is_none()
+            && self.p.axes.contains_key(&auto)
+            && !self.bound.contains_key(&auto)
+        {
+            let outer = self.top();
+            let (dims, _) = self.dims(&er, lay)?;
+            let acc = self.fresh("acc");
+            self.line(
+                outer,
+                format!("{acc} = tl.zeros({}, dtype=tl.float32)", shape_list(&dims)),
+            );
+            let id = py_ident(&auto);
+            let i = format!("i_{id}");
+            self.scopes.push(Scope {
+                header: format!("for {i} in range(0, NT_{id}):"),
+                lines: Vec::new(),
+            });
+            let inner = self.top();
+            self.loops.push(auto.clone());
+            self.bind(&auto, &i, inner);
+            la[ra - 1] = Some(auto.clone());
+            lb[rb - 2] = Some(auto.clone());
+            let (e, _) = self.matmul_product(v, &la, &lb, lay)?;
+            self.line(inner, format!("{acc} = {acc} + {e}"));
+            let sc = self.scopes.pop().ok_or("no scope")?;
+            self.scopes[outer].lines.push(sc.header);
+            for l in sc.lines {
+                self.scopes[outer].lines.push(format!("    {l}"));
+            }
+            self.bound.remove(&auto);
+            self.loops.pop();
+            self.offs.retain(|_, (_, d)| *d < inner);
+            self.memo.retain(|_, x| x.depth() < inner);
+            return self.result(v, lay, format!("({acc}).to({})", tl_dtype(dt)), outer);
+        }
+        let (e, depth) = self.matmul_product(v, &la, &lb, lay)?;
+        self.result(v, lay, format!("({e}).to({})", tl_dtype(dt)), depth)
+    }
+
+    /// The fp32 product of the operands of matmul `v` in the given tilings
+    /// (an expression of the result's block shape), and its depth.
+    fn matmul_product(
+        &mut self,
+        v: ValueId,
+        la: &Layout,
+        lb: &Layout,
+        lay: &Layout,
+    ) -> Result<(String, usize), String> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let (a, b) = (op.operands[0], op.operands[1]);
+        let (ea, eb, er) = (extents(f.ty(a)), extents(f.ty(b)), extents(f.ty(v)));
+        let (ra, rb, r) = (ea.len(), eb.len(), er.len());
+        let _ = (ea, eb);
+        let xa = self.block(a, la)?;
+        let xb = self.block(b, lb)?;
         let depth = xa.depth.max(xb.depth);
         // Zero the K padding of both operands.
         let ka = &xa.dims[ra - 1];
@@ -1039,8 +1101,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 r - 1
             )
         };
-        let dt = f.ty(v).as_tensor().ok_or("expected a tensor")?.dtype;
-        self.result(v, lay, format!("({e}).to({})", tl_dtype(dt)), depth)
+        Ok((format!("({e})"), depth))
     }
 }
 

@@ -83,6 +83,9 @@ pub fn py_ident(s: &str) -> String {
         .collect()
 }
 
+/// Matmuls with an unsplit K longer than this get a K loop when lowered.
+pub const AUTO_K: u64 = 64;
+
 /// A parallel axis of a program.
 #[derive(Clone, Debug)]
 pub struct AxisInfo {
@@ -237,6 +240,43 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
             info.default = 1;
         }
         info.domain = d;
+    }
+    // A matmul whose K the program leaves unsplit and long gets a K loop of
+    // its own when lowered (axis `r<K>`, shared by the matmuls of one K):
+    // one block of the whole K would not fit in registers or shared memory.
+    for op in &f.ops {
+        if !matches!(op.name.as_str(), "tile.matmul" | "tensor.matmul") {
+            continue;
+        }
+        let Some(a) = f.ty(op.operands[0]).as_tensor() else {
+            continue;
+        };
+        let kd = a.shape.len().saturating_sub(1);
+        let split = a
+            .state
+            .values()
+            .any(|s| matches!(s, AxisState::Part(d) if *d == kd));
+        if let Some(Dim::Static(k)) = a.shape.last() {
+            if !split && *k > AUTO_K {
+                let top = k.next_power_of_two().min(256);
+                let mut domain = Vec::new();
+                let mut b = 16;
+                while b <= top {
+                    domain.push(b);
+                    b *= 2;
+                }
+                let name = format!("r{k}");
+                axes.insert(
+                    name.clone(),
+                    AxisInfo {
+                        name,
+                        extent: Extent::N(*k),
+                        default: 64.min(top),
+                        domain,
+                    },
+                );
+            }
+        }
     }
     let mut kernels = Vec::new();
     for op in &f.ops {
