@@ -1,0 +1,206 @@
+"""The PyTorch importer: every workload of WORKLOADS.md written as an ordinary
+torch.nn.Module imports, and efir's interpreter on the imported program
+matches PyTorch (relative L2 <= 1e-3; both in float64, so only the program's
+meaning is compared) at small shapes; unsupported programs give clear errors.
+"""
+
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # pragma: no cover
+    if os.environ.get("EFIR_REQUIRE_TRITON") == "1":
+        raise
+    pytest.skip("torch is not installed", allow_module_level=True)
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+import efir  # noqa: E402
+
+BIN = pathlib.Path(os.environ.get("EFIR_BIN_DIR", ROOT / "target" / "debug"))
+
+
+class RMSNorm(torch.nn.Module):
+    def __init__(self, d, hand=True):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(d))
+        self.hand = hand
+
+    def forward(self, x):
+        if not self.hand:
+            return F.rms_norm(x.float(), (x.shape[-1],), self.weight.float(), 1e-6).to(x.dtype)
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight.float()).to(x.dtype)
+
+
+class RMSNormMLP(torch.nn.Module):
+    def __init__(self, d=32, h=48, down=False, hand=True):
+        super().__init__()
+        self.norm = RMSNorm(d, hand)
+        self.gate = torch.nn.Linear(d, h, bias=False)
+        self.up = torch.nn.Linear(d, h, bias=False)
+        self.down = torch.nn.Linear(h, d, bias=False) if down else None
+
+    def forward(self, x):
+        h = self.norm(x)
+        y = F.silu(self.gate(h)) * self.up(h)
+        return self.down(y) if self.down is not None else y
+
+
+class GatedMLP(torch.nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        self.w1 = torch.nn.Linear(d, d, bias=False)
+        self.w2 = torch.nn.Linear(d, d, bias=False)
+
+    def forward(self, x):
+        return F.silu(self.w1(x)) * self.w2(x)
+
+
+class LayerNormGemm(torch.nn.Module):
+    def __init__(self, d=32, n=48):
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(d, eps=1e-5)
+        self.proj = torch.nn.Linear(d, n, bias=False)
+
+    def forward(self, x):
+        h = F.layer_norm(x.float(), (x.shape[-1],), self.ln.weight.float(), self.ln.bias.float(), 1e-5)
+        return self.proj(h.to(x.dtype))
+
+
+class LoRA(torch.nn.Module):
+    def __init__(self, d=32, r=4):
+        super().__init__()
+        self.base = torch.nn.Linear(d, d, bias=False)
+        self.a = torch.nn.Linear(d, r, bias=False)
+        self.b = torch.nn.Linear(r, d, bias=False)
+
+    def forward(self, x):
+        return self.base(x) + self.b(self.a(x))
+
+
+class NGPT(torch.nn.Module):
+    def forward(self, h, x, alpha):
+        def rms(t):
+            return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+        hf, xf, af = h.float(), x.float(), alpha.float()
+        return rms(xf + af * (rms(hf) - xf)).to(x.dtype)
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, causal):
+        super().__init__()
+        self.causal = causal
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+
+
+def cases():
+    t = lambda *s: torch.randn(*s)  # noqa: E731
+    return [
+        ("rmsnorm_mlp", RMSNormMLP(), (t(2, 32),)),
+        ("rmsnorm_mlp_frms", RMSNormMLP(hand=False), (t(2, 32),)),
+        ("rmsnorm_swiglu", RMSNormMLP(down=True), (t(2, 32),)),
+        ("gated_mlp", GatedMLP(), (t(2, 32),)),
+        ("layernorm_gemm", LayerNormGemm(), (t(2, 32),)),
+        ("lora", LoRA(), (t(2, 32),)),
+        ("ngpt", NGPT(), (t(2, 32), t(2, 32), t(2, 32).abs() * 0.1)),
+        ("attn_decode", Attention(False), (t(2, 2, 1, 16), t(2, 2, 16, 16), t(2, 2, 16, 16))),
+        ("attn_prefill", Attention(True), (t(2, 2, 16, 16), t(2, 2, 16, 16), t(2, 2, 16, 16))),
+    ]
+
+
+@pytest.mark.parametrize("name,mod,inputs", cases(), ids=[c[0] for c in cases()])
+def test_imported_program_matches_pytorch(name, mod, inputs, tmp_path):
+    torch.manual_seed(0)
+    mod16 = mod.half()
+    ep = torch.export.export(mod16, tuple(x.half() for x in inputs))
+    text = efir.import_program(ep, name)
+    src = tmp_path / f"{name}.efir"
+    src.write_text(text)
+    # Inputs: parameters (by their real names) then the user inputs.
+    feeds = {}
+    for spec in ep.graph_signature.input_specs:
+        if spec.target:
+            feeds[spec.target] = dict(mod16.named_parameters())[spec.target]
+    user = [s.arg.name for s in ep.graph_signature.input_specs if not s.target]
+    for n, x in zip(user, inputs):
+        feeds[n] = x.half()
+    args = []
+    for n, x in feeds.items():
+        p = tmp_path / f"in_{n}.npy"
+        np.save(p, x.detach().numpy())
+        args += ["--input", f"{n}={p}"]
+    out = tmp_path / "out"
+    r = subprocess.run([str(BIN / "efir-run"), str(src), "--precision", "f64", "--output-dir", str(out), *args], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr + text
+    got = np.load(out / "out0.npy").astype(np.float64)
+    # PyTorch in float64 on the same (fp16-valued) inputs and parameters.
+    ref_mod = mod16.double()
+    with torch.no_grad():
+        ref = ref_mod(*[x.half().double() for x in inputs]).numpy()
+    err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    assert err <= 1e-3, (name, err)
+
+
+def test_unsupported_op_names_op_and_line():
+    class Bad(torch.nn.Module):
+        def forward(self, x):
+            return torch.cumsum(x, dim=0)
+
+    ep = torch.export.export(Bad(), (torch.randn(4),))
+    with pytest.raises(efir.ImportError_, match=r"cumsum.*test_import.py"):
+        efir.import_program(ep)
+
+
+def test_dynamic_shapes_are_refused():
+    class Id(torch.nn.Module):
+        def forward(self, x):
+            return x * 2.0
+
+    d = torch.export.Dim("n", min=2, max=64)
+    ep = torch.export.export(Id(), (torch.randn(4, 8),), dynamic_shapes=({0: d},))
+    with pytest.raises(efir.ImportError_, match="dynamic shape"):
+        efir.import_program(ep)
+
+
+def test_data_dependent_branch_is_a_clear_error():
+    class Branch(torch.nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x * 2.0
+            return x
+
+    with pytest.raises(Exception, match="(?i)data.dependent|guard|control flow"):
+        ep = torch.export.export(Branch(), (torch.randn(4),))
+        efir.import_program(ep)
+
+
+def test_command_line(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import torch\n"
+        "def mlp(x, w):\n"
+        "    return torch.nn.functional.silu(x @ w)\n"
+    )
+    out = tmp_path / "mlp.efir"
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    r = subprocess.run(
+        [sys.executable, "-m", "efir", "import", f"{prog}:mlp", "--example-shapes", "2x8:f16", "--example-shapes", "8x4:f16", "-o", str(out)],
+        capture_output=True, text=True, env=env,
+    )
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert "func @mlp(" in text and "tensor.matmul" in text and "ew.sigmoid" in text
+    r = subprocess.run([str(BIN / "efir-opt"), str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
