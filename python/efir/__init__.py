@@ -1,5 +1,10 @@
-"""efir's Python side. Today: the PyTorch importer (`import_program`)."""
+"""efir's Python side: the PyTorch importer (`import_program`) and the
+end-to-end `compile` (import, saturate, compact, Triton), also registered as
+`torch.compile(..., backend="efir")`."""
 
+from .compile import CompileError, compile, register_backend
 from .importer import ImportError_, import_program
 
-__all__ = ["import_program", "ImportError_"]
+register_backend()
+
+__all__ = ["import_program", "ImportError_", "compile", "CompileError", "register_backend"]

@@ -1,0 +1,137 @@
+"""`efir.compile`: a PyTorch program to efir's Triton kernels, end to end.
+
+import (torch.export -> .efir), saturate, compact, translate to Triton (the
+best candidate by efir's static estimate, default schedule), and load the
+generated module. The Rust stages run as the `efir-opt` and
+`efir-translate` binaries (EFIR_BIN_DIR, else the repository's
+target/release or target/debug). Also registers `torch.compile` backend
+"efir": a graph that cannot be compiled falls back to eager with one
+warning saying why.
+"""
+
+import importlib.util
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import torch
+
+from .importer import ImportError_, import_program
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+class CompileError(Exception):
+    """A stage of the pipeline failed; the message says which and why."""
+
+
+def _bin(name):
+    d = os.environ.get("EFIR_BIN_DIR")
+    cands = [pathlib.Path(d)] if d else [ROOT / "target" / "release", ROOT / "target" / "debug"]
+    for c in cands:
+        if (c / name).exists():
+            return str(c / name)
+    raise CompileError(f"`{name}` not found (build with `cargo build`, or set EFIR_BIN_DIR)")
+
+
+def _stage(name, quiet, fn):
+    t0 = time.time()
+    if not quiet:
+        print(f"efir: {name} ...", file=sys.stderr, flush=True)
+    out = fn()
+    if not quiet:
+        print(f"efir: {name} done in {time.time() - t0:.2f} s", file=sys.stderr, flush=True)
+    return out
+
+
+def _run(args):
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise CompileError(f"{pathlib.Path(args[0]).name} failed:\n{r.stderr.strip()[-2000:]}")
+    return r
+
+
+def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False, workdir=None):  # noqa: A001
+    """Compile a module or function of tensors; returns a callable taking the
+    same (user) inputs. `candidates`: how many distinct candidates to
+    enumerate; `config`: a Triton schedule for the generated module
+    (default: its DEFAULT_CONFIG); `quiet`: no progress output."""
+    if isinstance(fn_or_module, torch.nn.Module):
+        module = fn_or_module
+    else:
+        fn = fn_or_module
+
+        class _Wrap(torch.nn.Module):
+            def forward(self, *xs):
+                return fn(*xs)
+
+        module = _Wrap()
+    inputs = tuple(example_inputs)
+    work = pathlib.Path(workdir or tempfile.mkdtemp(prefix="efir-"))
+    work.mkdir(parents=True, exist_ok=True)
+    ep = _stage("export", quiet, lambda: torch.export.export(module, inputs))
+    text = _stage("import", quiet, lambda: import_program(ep, "program"))
+    (work / "program.efir").write_text(text)
+    _stage(
+        "saturate + compact",
+        quiet,
+        lambda: _run([_bin("efir-opt"), str(work / "program.efir"), "--saturate", f"--compact=max-candidates={candidates}", "-o", str(work / "cands.efir")]),
+    )
+    _stage(
+        "lower to Triton",
+        quiet,
+        lambda: _run([_bin("efir-translate"), "--to-triton", str(work / "cands.efir"), "--top", "1", "-o", str(work / "kernels.py")]),
+    )
+    spec = importlib.util.spec_from_file_location(f"efir_compiled_{id(work)}", work / "kernels.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    # Parameters and buffers, in the program's argument order, then the user inputs.
+    state = dict(ep.state_dict)
+    state.update(getattr(ep, "constants", {}) or {})
+    fixed = []
+    n_user = 0
+    for s in ep.graph_signature.input_specs:
+        if s.target:
+            fixed.append((len(fixed) + n_user, state[s.target]))
+        else:
+            n_user += 1
+
+    def run(*user):
+        if len(user) != n_user:
+            raise TypeError(f"the compiled program takes {n_user} inputs, got {len(user)}")
+        args, it = [], iter(user)
+        spec_list = ep.graph_signature.input_specs
+        for s in spec_list:
+            args.append(state[s.target].to(user[0].device) if s.target else next(it))
+        return mod.run(*args, config=config)
+
+    run.module = mod
+    run.workdir = work
+    return run
+
+
+def _backend(gm, example_inputs):
+    try:
+        compiled = compile(gm, [torch.empty_like(x) if not isinstance(x, torch.Tensor) else x for x in example_inputs], quiet=True)
+    except (ImportError_, CompileError, Exception) as e:  # noqa: BLE001
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        warnings.warn(f"efir: falling back to eager: {first}", stacklevel=2)
+        return gm.forward
+
+    def call(*args):
+        out = compiled(*args)
+        return (out,) if isinstance(out, torch.Tensor) else out
+
+    return call
+
+
+def register_backend():
+    """Register `torch.compile(model, backend="efir")` (idempotent)."""
+    from torch._dynamo import list_backends, register_backend as reg
+
+    if "efir" not in list_backends(exclude_tags=()):
+        reg(name="efir")(_backend)

@@ -1,0 +1,90 @@
+"""`efir.compile` end to end under TRITON_INTERPRET=1 (torch on the CPU, tiny
+shapes): import, saturate, compact, Triton, run; and the torch.compile
+backend, including its eager fallback."""
+
+import os
+import pathlib
+import sys
+import warnings
+
+os.environ["TRITON_INTERPRET"] = "1"
+
+import pytest
+
+try:
+    import torch
+    import torch.nn.functional as F
+    import triton  # noqa: F401
+except ImportError:  # pragma: no cover
+    if os.environ.get("EFIR_REQUIRE_TRITON") == "1":
+        raise
+    pytest.skip("torch and triton are not installed", allow_module_level=True)
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+import efir  # noqa: E402
+from test_import import NGPT, Attention, GatedMLP, LoRA, RMSNormMLP  # noqa: E402
+
+
+def rel(out, ref):
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+CASES = [
+    ("gated_mlp", lambda: GatedMLP(), lambda: (torch.randn(2, 32),)),
+    ("rmsnorm_mlp", lambda: RMSNormMLP(), lambda: (torch.randn(2, 32),)),
+    ("lora", lambda: LoRA(), lambda: (torch.randn(2, 32),)),
+    ("ngpt", lambda: NGPT(), lambda: (torch.randn(2, 32), torch.randn(2, 32), torch.rand(2, 32) * 0.1)),
+    ("attn_prefill", lambda: Attention(True), lambda: tuple(torch.randn(1, 2, 16, 16) for _ in range(3))),
+]
+
+
+@pytest.mark.parametrize("name,make,inputs", CASES, ids=[c[0] for c in CASES])
+def test_compile_matches_pytorch(name, make, inputs, tmp_path):
+    torch.manual_seed(0)
+    m = make().half()
+    xs = tuple(x.half() for x in inputs())
+    f = efir.compile(m, xs, quiet=True, workdir=tmp_path)
+    fresh = tuple(x.half() for x in inputs())  # new inputs, same shapes
+    out = f(*fresh)
+    with torch.no_grad():
+        ref = m.double()(*(x.double() for x in fresh))
+    assert rel(out, ref) <= 1e-2, (name, rel(out, ref))
+
+
+def test_progress_output_and_quiet(capsys, tmp_path):
+    m = GatedMLP().half()
+    x = torch.randn(2, 32).half()
+    efir.compile(m, (x,), workdir=tmp_path / "a")
+    err = capsys.readouterr().err
+    assert "efir: saturate + compact done in" in err and "efir: lower to Triton" in err
+    efir.compile(m, (x,), quiet=True, workdir=tmp_path / "b")
+    assert capsys.readouterr().err == ""
+
+
+def test_torch_compile_backend():
+    torch.manual_seed(1)
+    m = GatedMLP().half()
+    x = torch.randn(2, 32).half()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = torch.compile(m, backend="efir")(x)
+    assert not [x for x in w if "falling back" in str(x.message)]
+    with torch.no_grad():
+        ref = m.double()(x.double())
+    assert rel(out, ref) <= 1e-2
+
+
+def test_torch_compile_falls_back_with_one_warning():
+    class Cum(torch.nn.Module):
+        def forward(self, x):
+            return torch.cumsum(x, dim=0) * 2.0
+
+    x = torch.randn(8)
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = torch.compile(Cum(), backend="efir")(x)
+    msgs = [str(x.message) for x in w if "falling back" in str(x.message)]
+    assert len(msgs) == 1 and "cumsum" in msgs[0], msgs
+    assert torch.allclose(out, torch.cumsum(x, 0) * 2.0)
