@@ -294,16 +294,37 @@ def _lower(b, node):
         mask = args[3] if len(args) > 3 else node.kwargs.get("attn_mask")
         causal = args[5] if len(args) > 5 else node.kwargs.get("is_causal", False)
         scale = node.kwargs.get("scale") or (args[6] if len(args) > 6 else None)
-        if mask is not None or (len(args) > 4 and args[4]) or node.kwargs.get("enable_gqa"):
-            raise ImportError_(f"scaled_dot_product_attention with attn_mask, dropout or GQA is not supported yet at {_where(node)}")
+        dropout = args[4] if len(args) > 4 else node.kwargs.get("dropout_p", 0.0)
+        if dropout:
+            raise ImportError_(f"scaled_dot_product_attention with dropout is not supported at {_where(node)}")
         r = len(q[1])
         sq, sk, d = q[1][-2], k[1][-2], q[1][-1]
+        hq, hk = q[1][-3] if r >= 3 else 1, k[1][-3] if r >= 3 else 1
+        if hq != hk:
+            # Grouped heads: each key/value head serves hq/hk query heads.
+            if r != 4 or hq % hk:
+                raise ImportError_(f"grouped heads {hq}/{hk} are not supported at {_where(node)}")
+            g = hq // hk
+            bsz = k[1][0]
+
+            def spread(x):
+                x5 = b.reshape(x, (bsz, hk, 1, sk, d))
+                xb = b.op(f"tensor.broadcast {x5[0]}", (bsz, hk, g, sk, d), x[2])
+                return b.reshape(xb, (bsz, hq, sk, d))
+
+            k, v = spread(k), spread(v)
         kt = b.transpose(k, list(range(r - 2)) + [r - 1, r - 2])
         sshape = q[1][:-1] + (sk,)
         s = b.matmul(q, kt, sshape, q[2])
         sf = b.cast(s, "f32")
         scale = scale if scale is not None else 1 / math.sqrt(d)
         z = b.ew("ew.mul", [sf, b.full(scale, "f32")], sshape, "f32")
+        if mask is not None:
+            mv = b.env[mask]
+            if mv[2] == "i1":
+                z = b.ew("ew.select", [mv, z, b.full(-math.inf, "f32")], sshape, "f32")
+            else:
+                z = b.ew("ew.add", [z, b.cast(mv, "f32")], sshape, "f32")
         if causal:
             row = b.op("tensor.iota<0>", (sq, 1), "i32")
             col = b.op("tensor.iota<1>", (1, sk), "i32")

@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 import efir  # noqa: E402
-from test_import import NGPT, Attention, GatedMLP, LoRA, RMSNormMLP  # noqa: E402
+from test_import import NGPT, Attention, GatedMLP, LayerNormGemm, LoRA, RMSNormMLP  # noqa: E402
 
 
 def rel(out, ref):
@@ -33,6 +33,9 @@ def rel(out, ref):
 CASES = [
     ("gated_mlp", lambda: GatedMLP(), lambda: (torch.randn(2, 32),)),
     ("rmsnorm_mlp", lambda: RMSNormMLP(), lambda: (torch.randn(2, 32),)),
+    ("rmsnorm_swiglu", lambda: RMSNormMLP(down=True), lambda: (torch.randn(2, 32),)),
+    ("layernorm_gemm", lambda: LayerNormGemm(), lambda: (torch.randn(2, 32),)),
+    ("attn_decode", lambda: Attention(False), lambda: (torch.randn(1, 2, 1, 16), torch.randn(1, 2, 16, 16), torch.randn(1, 2, 16, 16))),
     ("lora", lambda: LoRA(), lambda: (torch.randn(2, 32),)),
     ("ngpt", lambda: NGPT(), lambda: (torch.randn(2, 32), torch.randn(2, 32), torch.rand(2, 32) * 0.1)),
     ("attn_prefill", lambda: Attention(True), lambda: tuple(torch.randn(1, 2, 16, 16) for _ in range(3))),

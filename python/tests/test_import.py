@@ -204,3 +204,46 @@ def test_command_line(tmp_path):
     assert "func @mlp(" in text and "tensor.matmul" in text and "ew.sigmoid" in text
     r = subprocess.run([str(BIN / "efir-opt"), str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+class MaskedAttention(torch.nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, q, k, v, mask):
+        if self.kind == "gqa":
+            return F.scaled_dot_product_attention(q, k, v, enable_gqa=True, scale=0.3)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("kind", ["bool", "float", "gqa"])
+def test_sdpa_masks_and_grouped_heads(kind, tmp_path):
+    torch.manual_seed(0)
+    hk = 2 if kind == "gqa" else 4
+    q, k, v = torch.randn(1, 4, 8, 16), torch.randn(1, hk, 8, 16), torch.randn(1, hk, 8, 16)
+    if kind == "bool":
+        mask = torch.rand(8, 8) > 0.3
+        mask[:, 0] = True  # no fully masked row
+    else:
+        mask = torch.randn(1, 1, 8, 8)
+    m = MaskedAttention(kind)
+    ex = (q.half(), k.half(), v.half(), mask if kind == "bool" else mask.half())
+    ep = torch.export.export(m, ex)
+    text = efir.import_program(ep, "attn")
+    src = tmp_path / "attn.efir"
+    src.write_text(text)
+    names = [s.arg.name for s in ep.graph_signature.input_specs]
+    args = []
+    for n, x in zip(names, ex):
+        p = tmp_path / f"in_{n}.npy"
+        np.save(p, x.numpy())
+        args += ["--input", f"{n}={p}"]
+    out = tmp_path / "out"
+    r = subprocess.run([str(BIN / "efir-run"), str(src), "--precision", "f64", "--output-dir", str(out), *args], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr + text
+    got = np.load(out / "out0.npy").astype(np.float64)
+    with torch.no_grad():
+        ref = m(*(x.double() if x.dtype != torch.bool else x for x in ex)).numpy()
+    err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    assert err <= 1e-3, (kind, err)
