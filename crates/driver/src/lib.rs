@@ -72,3 +72,28 @@ pub fn run_case(
         }),
     }
 }
+
+/// The name and text of a tool's input: a file, or stdin for `-`.
+pub fn read_source(input: &str) -> Result<(String, String), String> {
+    use std::io::Read;
+    if input == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| format!("cannot read stdin: {e}"))?;
+        return Ok(("<stdin>".to_string(), s));
+    }
+    let s = std::fs::read_to_string(input).map_err(|e| format!("cannot read `{input}`: {e}"))?;
+    Ok((input.to_string(), s))
+}
+
+/// Whether to color diagnostics on stderr for a `--color` choice
+/// (`always`, `never`, `auto`).
+pub fn stderr_color(choice: &str) -> bool {
+    use std::io::IsTerminal;
+    match choice {
+        "always" => true,
+        "never" => false,
+        _ => std::io::stderr().is_terminal(),
+    }
+}

@@ -807,6 +807,35 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         Ok(g.returns.iter().map(|r| env[r].clone()).collect())
     }
 
+    /// Open a loop over the tiles of `axis` (bound inside it); its depth.
+    fn open_loop(&mut self, axis: &str) -> usize {
+        let id = py_ident(axis);
+        let i = format!("i_{id}");
+        self.scopes.push(Scope {
+            header: format!("for {i} in range(0, NT_{id}):"),
+            lines: Vec::new(),
+        });
+        let inner = self.top();
+        self.loops.push(axis.to_string());
+        self.bind(axis, &i, inner);
+        inner
+    }
+
+    /// Close the innermost loop (over `axis`): its lines go into the
+    /// enclosing scope, and what was emitted inside it is forgotten.
+    fn close_loop(&mut self, axis: &str) -> Result<(), String> {
+        let inner = self.top();
+        let sc = self.scopes.pop().ok_or("no scope")?;
+        let outer = &mut self.scopes[inner - 1].lines;
+        outer.push(sc.header);
+        outer.extend(sc.lines.into_iter().map(|l| format!("    {l}")));
+        self.bound.remove(axis);
+        self.loops.pop();
+        self.offs.retain(|_, (_, d)| *d < inner);
+        self.memo.retain(|_, x| x.depth() < inner);
+        Ok(())
+    }
+
     /// A parallel reduction is emitted as a loop at the shallowest depth where
     /// everything it depends on (the axes of its result's tiling) is bound:
     /// outside any enclosing loop it does not depend on, even one over the
@@ -884,15 +913,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             );
             accs.push(var);
         }
-        let id = py_ident(&axis);
-        let i = format!("i_{id}");
-        self.scopes.push(Scope {
-            header: format!("for {i} in range(0, NT_{id}):"),
-            lines: Vec::new(),
-        });
-        let inner = self.top();
-        self.loops.push(axis.clone());
-        self.bind(&axis, &i, inner);
+        let inner = self.open_loop(&axis);
         let xs = self.emit(op.operands[0], lay)?.blocks();
         let xv: Vec<String> = xs
             .iter()
@@ -902,16 +923,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         for (a, m) in accs.iter().zip(&merged) {
             self.line(inner, format!("{a} = {m}"));
         }
-        // Close the loop.
-        let sc = self.scopes.pop().ok_or("no scope")?;
-        self.scopes[outer].lines.push(sc.header);
-        for l in sc.lines {
-            self.scopes[outer].lines.push(format!("    {l}"));
-        }
-        self.bound.remove(&axis);
-        self.loops.pop();
-        self.offs.retain(|_, (_, d)| *d < inner);
-        self.memo.retain(|_, x| x.depth() < inner);
+        self.close_loop(&axis)?;
         self.finish(v, lay, accs, outer)
     }
 
@@ -960,28 +972,12 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 outer,
                 format!("{acc} = tl.zeros({}, dtype=tl.float32)", shape_list(&dims)),
             );
-            let id = py_ident(&auto);
-            let i = format!("i_{id}");
-            self.scopes.push(Scope {
-                header: format!("for {i} in range(0, NT_{id}):"),
-                lines: Vec::new(),
-            });
-            let inner = self.top();
-            self.loops.push(auto.clone());
-            self.bind(&auto, &i, inner);
+            let inner = self.open_loop(&auto);
             la[ra - 1] = Some(auto.clone());
             lb[rb - 2] = Some(auto.clone());
             let (e, _) = self.matmul_product(v, &la, &lb, lay)?;
             self.line(inner, format!("{acc} = {acc} + {e}"));
-            let sc = self.scopes.pop().ok_or("no scope")?;
-            self.scopes[outer].lines.push(sc.header);
-            for l in sc.lines {
-                self.scopes[outer].lines.push(format!("    {l}"));
-            }
-            self.bound.remove(&auto);
-            self.loops.pop();
-            self.offs.retain(|_, (_, d)| *d < inner);
-            self.memo.retain(|_, x| x.depth() < inner);
+            self.close_loop(&auto)?;
             return self.result(v, lay, format!("({acc}).to({})", tl_dtype(dt)), outer);
         }
         let (e, depth) = self.matmul_product(v, &la, &lb, lay)?;
@@ -1000,9 +996,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         let f = self.p.func;
         let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
         let (a, b) = (op.operands[0], op.operands[1]);
-        let (ea, eb, er) = (extents(f.ty(a)), extents(f.ty(b)), extents(f.ty(v)));
-        let (ra, rb, r) = (ea.len(), eb.len(), er.len());
-        let _ = (ea, eb);
+        let er = extents(f.ty(v));
+        let (ra, rb, r) = (la.len(), lb.len(), er.len());
         let xa = self.block(a, la)?;
         let xb = self.block(b, lb)?;
         let depth = xa.depth.max(xb.depth);

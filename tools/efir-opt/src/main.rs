@@ -7,7 +7,7 @@ use clap::Parser;
 use efir_diagnostics::{render, Diag};
 use efir_driver::{expected, run_case, split, PassFlag};
 use efir_ir::PrintOptions;
-use std::io::{IsTerminal, Read, Write};
+use std::io::Write;
 use std::process::ExitCode;
 
 /// Parse, verify, transform and print .efir files.
@@ -95,22 +95,8 @@ fn main() -> ExitCode {
 fn run(cli: &Cli, flags: &[PassFlag]) -> Result<ExitCode, String> {
     // Fail early on a bad pipeline, before reading any input.
     efir_driver::build_pipeline(flags)?;
-    let (name, src) = if cli.input == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|e| format!("cannot read stdin: {e}"))?;
-        ("<stdin>".to_string(), s)
-    } else {
-        let s = std::fs::read_to_string(&cli.input)
-            .map_err(|e| format!("cannot read `{}`: {e}", cli.input))?;
-        (cli.input.clone(), s)
-    };
-    let color = match cli.color.as_str() {
-        "always" => true,
-        "never" => false,
-        _ => std::io::stderr().is_terminal(),
-    };
+    let (name, src) = efir_driver::read_source(&cli.input)?;
+    let color = efir_driver::stderr_color(&cli.color);
     let registry = efir_registry::registry();
     let print = PrintOptions {
         generic: cli.print_generic,

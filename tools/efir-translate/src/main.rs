@@ -6,7 +6,7 @@
 use clap::Parser;
 use efir_diagnostics::{codes, render, Diag, Severity};
 use efir_ir::parse_and_verify;
-use std::io::{IsTerminal, Read, Write};
+use std::io::Write;
 use std::process::ExitCode;
 
 /// Translate .efir programs to Triton.
@@ -59,22 +59,8 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     if !cli.to_triton {
         return Err("nothing to do: pass a target (--to-triton)".into());
     }
-    let (name, src) = if cli.input == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|e| format!("cannot read stdin: {e}"))?;
-        ("<stdin>".to_string(), s)
-    } else {
-        let s = std::fs::read_to_string(&cli.input)
-            .map_err(|e| format!("cannot read `{}`: {e}", cli.input))?;
-        (cli.input.clone(), s)
-    };
-    let color = match cli.color.as_str() {
-        "always" => true,
-        "never" => false,
-        _ => std::io::stderr().is_terminal(),
-    };
+    let (name, src) = efir_driver::read_source(&cli.input)?;
+    let color = efir_driver::stderr_color(&cli.color);
     let registry = efir_registry::registry();
     let (m, diags) = parse_and_verify(&src, &registry);
     if diags.iter().any(|d| d.severity == Severity::Error) {
