@@ -1,5 +1,6 @@
 //! Triton Python for a [`Plan`].
 
+use crate::causal::{self, Fact};
 use crate::{py_ident, tl_dtype, torch_dtype, Extent, Kernel, Plan};
 use efir_dialect_red::{arity, repair_parts};
 use efir_ir::dialect::Signatures;
@@ -68,6 +69,10 @@ struct KernelEmitter<'p, 'a> {
     loops: Vec<String>,
     /// Memory traffic and matmul work, for the static estimate.
     work: Vec<Work>,
+    /// The tile index variable of each bound axis.
+    idx: HashMap<String, String>,
+    /// Element facts of the program's values (causal tile skipping).
+    facts: Vec<Option<Fact>>,
 }
 
 /// One load, store or matmul of a kernel, per program: element sizes (block
@@ -205,6 +210,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             loads: IndexSet::new(),
             loops: Vec::new(),
             work: Vec::new(),
+            idx: HashMap::new(),
+            facts: causal::element_facts(p.func),
         }
     }
 
@@ -237,6 +244,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         let b = self.block_of(a);
         self.line(depth, format!("{var} = {idx} * {b} + tl.arange(0, {b})"));
         self.bound.insert(a.to_string(), depth);
+        self.idx.insert(a.to_string(), idx.to_string());
         self.offs.insert(format!("axis:{a}"), (var, depth));
     }
 
@@ -808,15 +816,21 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
     }
 
     /// Open a loop over the tiles of `axis` (bound inside it); its depth.
-    fn open_loop(&mut self, axis: &str) -> usize {
+    /// With `stop`, the loop runs over the first `stop` tiles only (a
+    /// variable of the enclosing scope; see [`causal`]).
+    fn open_loop(&mut self, axis: &str, stop: Option<String>) -> usize {
         let id = py_ident(axis);
         let i = format!("i_{id}");
+        let (hi, name) = match stop {
+            Some(h) => (h, format!("{axis}/causal")),
+            None => (format!("NT_{id}"), axis.to_string()),
+        };
         self.scopes.push(Scope {
-            header: format!("for {i} in range(0, NT_{id}):"),
+            header: format!("for {i} in range(0, {hi}):"),
             lines: Vec::new(),
         });
         let inner = self.top();
-        self.loops.push(axis.to_string());
+        self.loops.push(name);
         self.bind(axis, &i, inner);
         inner
     }
@@ -830,6 +844,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         outer.push(sc.header);
         outer.extend(sc.lines.into_iter().map(|l| format!("    {l}")));
         self.bound.remove(axis);
+        self.idx.remove(axis);
         self.loops.pop();
         self.offs.retain(|_, (_, d)| *d < inner);
         self.memo.retain(|_, x| x.depth() < inner);
@@ -913,7 +928,25 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             );
             accs.push(var);
         }
-        let inner = self.open_loop(&axis);
+        // Causal tile skipping: the iterations whose tile state is the
+        // reducer's identity form a suffix; stop before it.
+        let stop = match self.tile_states(op.operands[0], lay, &axis) {
+            Some((g, s)) if s == idents.iter().map(|x| Some(*x)).collect::<Vec<_>>() => {
+                let hi = self.fresh("hi");
+                let (bg, bl) = (self.block_of(&g), self.block_of(&axis));
+                let ig = self.idx.get(&g).cloned().ok_or("unbound axis")?;
+                self.line(
+                    outer,
+                    format!(
+                        "{hi} = tl.minimum((({ig} + 1) * {bg} + {bl} - 1) // {bl}, NT_{})",
+                        py_ident(&axis)
+                    ),
+                );
+                Some(hi)
+            }
+            _ => None,
+        };
+        let inner = self.open_loop(&axis, stop);
         let xs = self.emit(op.operands[0], lay)?.blocks();
         let xv: Vec<String> = xs
             .iter()
@@ -927,12 +960,11 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         self.finish(v, lay, accs, outer)
     }
 
-    fn matmul(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+    /// The tilings of a matmul's operands for its result in `lay`: rows and
+    /// columns from the request, the reduced dim K as the operands are split.
+    fn matmul_layouts(&self, v: ValueId, lay: &Layout) -> Result<(Layout, Layout), String> {
         let f = self.p.func;
         let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
-        // Output tiles of a matmul are independent: the result is computed
-        // in the tiling asked for (rows and columns from the request, the
-        // reduced dim K as the operands are split).
         let (a, b) = (op.operands[0], op.operands[1]);
         let (ea, eb, er) = (extents(f.ty(a)), extents(f.ty(b)), extents(f.ty(v)));
         let (ra, rb, r) = (ea.len(), eb.len(), er.len());
@@ -951,8 +983,95 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             l[out] = lay[if out + 2 == e.len() { r - 2 } else { r - 1 }].clone();
             l
         };
-        let mut la = side(&ea, layout_of(f.ty(a)), ra - 1, ra - 2);
-        let mut lb = side(&eb, layout_of(f.ty(b)), rb - 2, rb - 1);
+        Ok((
+            side(&ea, layout_of(f.ty(a)), ra - 1, ra - 2),
+            side(&eb, layout_of(f.ty(b)), rb - 2, rb - 1),
+        ))
+    }
+
+    /// Where value `y` in tiling `lay` is, in a loop over axis `l`, a block
+    /// whose reducer states are constants once the `l` tile starts after the
+    /// tile of a bound axis `G` ends (see [`causal`]): `G` and the states.
+    /// Unknown states are `None`.
+    fn tile_states(&self, y: ValueId, lay: &Layout, l: &str) -> Option<(String, Vec<Option<f64>>)> {
+        if let Some(Fact::Const { c, i, j }) = self.facts[y.index()] {
+            let g = lay.get(i)?.clone();
+            if lay.get(j)?.as_deref() == Some(l) {
+                if let Some(g) = g.filter(|g| g != l && self.bound.contains_key(g)) {
+                    return Some((g, vec![Some(c)]));
+                }
+            }
+        }
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[y.index()]?];
+        let name = op.name.as_str();
+        match name {
+            "par.partition" | "par.replicate" | "par.combine" => {
+                self.tile_states(op.operands[0], lay, l)
+            }
+            "tensor.reduce" => {
+                let r = op.attrs.get("reducer")?;
+                let d = op.attrs.get("dim").and_then(Attr::as_int)? as usize;
+                let x = op.operands[0];
+                let la = self.reduce_input_layout(x, lay, d);
+                let (g, cs) = self.tile_states(x, &la, l)?;
+                Some((g, causal::reduce_const(r, &cs, self.p.module, &self.sigs)?))
+            }
+            "tile.matmul" | "tensor.matmul" => {
+                let (la, lb) = self.matmul_layouts(y, lay).ok()?;
+                [(op.operands[0], la), (op.operands[1], lb)]
+                    .into_iter()
+                    .find_map(|(x, lx)| {
+                        self.tile_states(x, &lx, l)
+                            .filter(|(_, cs)| cs.as_slice() == [Some(0.0)])
+                    })
+            }
+            "tensor.tuple" => {
+                // Fields without a mask are unknown (finite) values.
+                let mut g0: Option<String> = None;
+                let mut out = Vec::new();
+                for o in &op.operands {
+                    match self.tile_states(*o, lay, l) {
+                        Some((g, cs)) => {
+                            if g0.as_ref().is_some_and(|h| *h != g) {
+                                return None;
+                            }
+                            g0 = Some(g);
+                            out.extend(cs);
+                        }
+                        None => out.extend(vec![None; f.ty(*o).leaves().len()]),
+                    }
+                }
+                Some((g0?, out))
+            }
+            _ if name.starts_with("ew.") && op.operands.len() == 1 => {
+                let x = op.operands[0];
+                if extents(f.ty(x)).len() != lay.len() {
+                    return None;
+                }
+                let (g, cs) = self.tile_states(x, lay, l)?;
+                let c = *cs.first()?;
+                let c = if name == "ew.cast" {
+                    c.filter(|c| *c == 0.0 || c.is_infinite())
+                } else {
+                    causal::abstract_op(name, &op.attrs, &[c]).filter(|c| !c.is_nan())
+                };
+                Some((g, vec![c]))
+            }
+            _ => None,
+        }
+    }
+
+    fn matmul(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        // Output tiles of a matmul are independent: the result is computed
+        // in the tiling asked for (rows and columns from the request, the
+        // reduced dim K as the operands are split).
+        let (a, b) = (op.operands[0], op.operands[1]);
+        let (ea, eb, er) = (extents(f.ty(a)), extents(f.ty(b)), extents(f.ty(v)));
+        let (ra, rb) = (ea.len(), eb.len());
+        let (mut la, mut lb) = self.matmul_layouts(v, lay)?;
         let dt = f.ty(v).as_tensor().ok_or("expected a tensor")?.dtype;
         // A long K that the program does not split is split here: a loop
         // over K tiles accumulating in fp32 (the plan registered its axis).
@@ -972,7 +1091,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 outer,
                 format!("{acc} = tl.zeros({}, dtype=tl.float32)", shape_list(&dims)),
             );
-            let inner = self.open_loop(&auto);
+            let inner = self.open_loop(&auto, None);
             la[ra - 1] = Some(auto.clone());
             lb[rb - 2] = Some(auto.clone());
             let (e, _) = self.matmul_product(v, &la, &lb, lay)?;
@@ -1304,7 +1423,15 @@ fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
     for k in ks {
         let programs: f64 = k.grid.iter().map(|a| tiles(a)).product();
         for w in &k.work {
-            let trips: f64 = w.loops.iter().map(|a| tiles(a)).product();
+            // A causally clipped loop runs about half its tiles on average.
+            let trips: f64 = w
+                .loops
+                .iter()
+                .map(|a| match a.strip_suffix("/causal") {
+                    Some(b) => (tiles(b) + 1.0) / 2.0,
+                    None => tiles(a),
+                })
+                .product();
             let elems: f64 = w.sizes.iter().map(|s| size(s)).product();
             if w.flops {
                 est.flops += 2.0 * elems * trips * programs;

@@ -31,6 +31,7 @@ use indexmap::{IndexMap, IndexSet};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
+mod causal;
 mod emit;
 pub mod outline;
 
