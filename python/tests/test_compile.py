@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 import efir  # noqa: E402
-from test_import import NGPT, Attention, GatedMLP, LayerNormGemm, LoRA, RMSNormMLP  # noqa: E402
+from workload_modules import NGPT, Attention, GatedMLP, LayerNormGemm, LoRA, RMSNormMLP  # noqa: E402
 
 
 def rel(out, ref):
