@@ -173,8 +173,6 @@ pub struct Enumerator<'a> {
     kind: Vec<Vec<Kind>>,
     /// The value class of each e-class.
     value: Vec<u32>,
-    /// The classes reachable from each class (bitsets).
-    reach: Vec<Vec<u64>>,
     interner: HashMap<(u32, Vec<u32>), u32>,
 }
 
@@ -396,23 +394,6 @@ impl<'a> Enumerator<'a> {
                 roots.push(*i);
             }
         }
-        // The classes reachable from each class through any e-node (bitsets).
-        let n = ids.len();
-        let words = n.div_ceil(64);
-        let mut reach = vec![vec![0u64; words]; n];
-        for (c, r) in reach.iter_mut().enumerate() {
-            let mut stack = vec![c as u32];
-            while let Some(x) = stack.pop() {
-                let (w, b) = (x as usize / 64, x as usize % 64);
-                if r[w] & (1 << b) != 0 {
-                    continue;
-                }
-                r[w] |= 1 << b;
-                for ks in &kids[x as usize] {
-                    stack.extend(ks.iter().copied());
-                }
-            }
-        }
         Enumerator {
             eg,
             roots,
@@ -422,33 +403,51 @@ impl<'a> Enumerator<'a> {
             kids,
             kind,
             value,
-            reach,
             interner: HashMap::new(),
         }
     }
 
     /// What the completions of a partial program depend on besides its
-    /// canonical form: the choices already made for classes its holes can
-    /// reach, and the organization chosen for their values. Two partial
-    /// programs are only pruned as equivalent when these agree too, so
-    /// pruning never removes a class.
-    fn context(&self, s: &State) -> u64 {
+    /// canonical form. A completion chooses e-nodes for the unresolved
+    /// classes reachable from the holes through unresolved classes (the
+    /// open region) and references the resolved classes on the region's
+    /// frontier as they are. So it depends on: for each open class, the
+    /// organization already chosen for its value (the one-organization
+    /// rule); for each frontier class, its key (the canonical form of what
+    /// it computes, which also fixes the inputs of a pointwise region it
+    /// ends) and the holes its chosen e-nodes reach (which completions would
+    /// close a cycle). Two partial programs with the same canonical form
+    /// (holes included) and the same context allow the same completions,
+    /// and each completion gives equivalent programs: pruning one never
+    /// removes a class.
+    fn context(&self, s: &State, memo: &HashMap<u32, u32>, hreach: &HashMap<u32, Vec<u64>>) -> u64 {
         use std::hash::{Hash, Hasher};
-        let words = self.ids.len().div_ceil(64);
-        let mut mask = vec![0u64; words];
-        for h in &s.holes {
-            for (m, r) in mask.iter_mut().zip(&self.reach[*h as usize]) {
-                *m |= r;
+        // Completions choose e-nodes for the unresolved classes reachable
+        // from the holes through unresolved classes, and reference the
+        // resolved classes on that region's frontier as they are.
+        let mut seen: HashSet<u32> = HashSet::new();
+        let mut stack: Vec<u32> = s.holes.clone();
+        let mut region: Vec<u32> = Vec::new();
+        while let Some(c) = stack.pop() {
+            if !seen.insert(c) {
+                continue;
+            }
+            region.push(c);
+            if s.choice[c as usize] != NONE {
+                continue;
+            }
+            for ks in &self.kids[c as usize] {
+                stack.extend(ks.iter().copied().filter(|k| !seen.contains(k)));
             }
         }
+        region.sort_unstable();
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        for (w, m) in mask.iter().enumerate() {
-            let mut bits = *m;
-            while bits != 0 {
-                let b = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                let c = w * 64 + b;
-                (c, s.choice[c], s.produced[self.value[c] as usize]).hash(&mut hasher);
+        for c in region {
+            let ci = c as usize;
+            if s.choice[ci] == NONE {
+                (c, s.produced[self.value[ci] as usize]).hash(&mut hasher);
+            } else {
+                (c, memo.get(&c), hreach.get(&c)).hash(&mut hasher);
             }
         }
         hasher.finish()
@@ -462,10 +461,22 @@ impl<'a> Enumerator<'a> {
     /// The canonical form of a (partial) program: a number that is equal for
     /// two programs exactly when their canonical forms are equal.
     fn canon(&mut self, s: &State) -> u32 {
+        self.canon_parts(s).0
+    }
+
+    /// The canonical form, the key of every class reached from the roots,
+    /// and the holes (bitsets over `s.holes`) each resolved class reaches
+    /// through chosen e-nodes.
+    #[allow(clippy::type_complexity)]
+    fn canon_parts(&mut self, s: &State) -> (u32, HashMap<u32, u32>, HashMap<u32, Vec<u64>>) {
         // The key of each resolved class, and for classes computed by a
         // pointwise region, the region's inputs (sorted keys).
         let mut memo: HashMap<u32, u32> = HashMap::new();
         let mut region: HashMap<u32, Vec<u32>> = HashMap::new();
+        let hwords = s.holes.len().div_ceil(64).max(1);
+        let mut sorted_holes = s.holes.clone();
+        sorted_holes.sort_unstable();
+        let mut hreach: HashMap<u32, Vec<u64>> = HashMap::new();
         let mut stack: Vec<(u32, bool)> = self.roots.iter().rev().map(|r| (*r, false)).collect();
         while let Some((c, done)) = stack.pop() {
             if memo.contains_key(&c) {
@@ -475,6 +486,11 @@ impl<'a> Enumerator<'a> {
             if j == NONE {
                 let k = self.intern(HOLE, vec![c]);
                 memo.insert(c, k);
+                let mut bits = vec![0u64; hwords];
+                if let Ok(i) = sorted_holes.binary_search(&c) {
+                    bits[i / 64] |= 1 << (i % 64);
+                }
+                hreach.insert(c, bits);
                 continue;
             }
             let (ci, ji) = (c as usize, j as usize);
@@ -488,6 +504,15 @@ impl<'a> Enumerator<'a> {
                 continue;
             }
             let kids = &self.kids[ci][ji];
+            let mut bits = vec![0u64; hwords];
+            for x in kids {
+                if let Some(b) = hreach.get(x) {
+                    for (a, b) in bits.iter_mut().zip(b) {
+                        *a |= b;
+                    }
+                }
+            }
+            hreach.insert(c, bits);
             match self.kind[ci][ji] {
                 Kind::View => {
                     let k = memo[&kids[0]];
@@ -523,7 +548,7 @@ impl<'a> Enumerator<'a> {
             }
         }
         let roots: Vec<u32> = self.roots.iter().map(|r| memo[r]).collect();
-        self.intern(ROOTS, roots)
+        (self.intern(ROOTS, roots), memo, hreach)
     }
 
     /// Whether choosing e-node `j` for class `c` closes a cycle through the
@@ -630,7 +655,10 @@ impl<'a> Enumerator<'a> {
                     }
                     continue;
                 }
-                if mode == Mode::Early && !seen_partial.insert((self.canon(&t), self.context(&t))) {
+                if mode == Mode::Early && {
+                    let (k, memo, hreach) = self.canon_parts(&t);
+                    !seen_partial.insert((k, self.context(&t, &memo, &hreach)))
+                } {
                     out.pruned += 1;
                     continue;
                 }
