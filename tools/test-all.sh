@@ -27,9 +27,16 @@ export EFIR_BIN_DIR="$PWD/target/debug"
 lit -sv lit-tests
 
 step "Python tests"
-# EFIR_PYTHON: a Python with numpy and pytest, and torch and triton for the
-# generated-kernel tests (.ci/run sets it to its cached venv).
-"${EFIR_PYTHON:-python3}" -m pytest -q python/tests
+# EFIR_PYTHON: a Python with numpy and pytest, torch and triton for the
+# generated-kernel tests, and the native module efir._efir built into it by
+# `maturin develop` (.ci/run sets it to its cached venv, builds the module and
+# sets EFIR_REQUIRE_NATIVE=1; without the module the native tests are skipped).
+PY="${EFIR_PYTHON:-python3}"
+if [ "${EFIR_REQUIRE_NATIVE:-}" = 1 ]; then
+  "$PY" -c 'import sys; sys.path.insert(0, "python"); import efir._efir' \
+    || { echo "error: EFIR_REQUIRE_NATIVE=1 but efir._efir does not import with $PY (run maturin develop, docs/python.md)" >&2; exit 1; }
+fi
+"$PY" -m pytest -q python/tests
 
 echo
 echo "All tests passed."

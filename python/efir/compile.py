@@ -22,11 +22,31 @@ import torch
 
 from .importer import ImportError_, import_program
 
+try:
+    from . import _efir
+except ImportError:  # built without the extension
+    _efir = None
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 class CompileError(Exception):
-    """A stage of the pipeline failed; the message says which and why."""
+    """A stage of the pipeline failed; the message says which and why.
+    `diagnostic`: the rendered diagnostics (or the tool's stderr), `code`:
+    the first error's code such as "E0801" when known."""
+
+    def __init__(self, message, diagnostic=None, code=None):
+        super().__init__(message)
+        self.diagnostic = diagnostic
+        self.code = code
+
+
+def native():
+    """The native module `efir._efir` when compile uses it (built, and
+    EFIR_NO_NATIVE is not 1), else None."""
+    if _efir is None or os.environ.get("EFIR_NO_NATIVE") == "1":
+        return None
+    return _efir
 
 
 def _bin(name):
@@ -51,8 +71,43 @@ def _stage(name, quiet, fn):
 def _run(args):
     r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode != 0:
-        raise CompileError(f"{pathlib.Path(args[0]).name} failed:\n{r.stderr.strip()[-2000:]}")
+        err = r.stderr.strip()[-2000:]
+        raise CompileError(f"{pathlib.Path(args[0]).name} failed:\n{err}", diagnostic=err)
     return r
+
+
+def _in_process(what, quiet, fn):
+    """Run a native stage: EfirError becomes CompileError with the rendered
+    diagnostic; warnings (EfirWarning, such as a candidate limit reached) are
+    shown unless `quiet`, like the binaries' stderr."""
+    with warnings.catch_warnings():
+        if quiet:
+            warnings.simplefilter("ignore", _efir.EfirWarning)
+        try:
+            return fn()
+        except _efir.EfirError as e:
+            # The first line names the stage and the first error (the torch.compile
+            # fallback warning shows only that line).
+            raise CompileError(f"{what} failed: {e}", diagnostic=str(e), code=e.code) from e
+
+
+def _saturate_compact(work, candidates, quiet, nat):
+    flags = ["--saturate", f"--compact=max-candidates={candidates}"]
+    if nat is None:
+        _run([_bin("efir-opt"), str(work / "program.efir"), *flags, "-o", str(work / "cands.efir")])
+        return
+    text = (work / "program.efir").read_text()
+    out = _in_process("efir-opt " + " ".join(flags), quiet, lambda: nat.run_passes(text, flags, filename=str(work / "program.efir")))
+    (work / "cands.efir").write_text(out)
+
+
+def _to_triton(work, quiet, nat):
+    if nat is None:
+        _run([_bin("efir-translate"), "--to-triton", str(work / "cands.efir"), "--top", "1", "-o", str(work / "kernels.py")])
+        return
+    text = (work / "cands.efir").read_text()
+    progs = _in_process("efir-translate --to-triton --top 1", quiet, lambda: nat.to_triton(text, filename=str(work / "cands.efir"), top=1))
+    (work / "kernels.py").write_text(progs[0][1])
 
 
 def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False, workdir=None):  # noqa: A001
@@ -76,16 +131,9 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
     ep = _stage("export", quiet, lambda: torch.export.export(module, inputs))
     text = _stage("import", quiet, lambda: import_program(ep, "program"))
     (work / "program.efir").write_text(text)
-    _stage(
-        "saturate + compact",
-        quiet,
-        lambda: _run([_bin("efir-opt"), str(work / "program.efir"), "--saturate", f"--compact=max-candidates={candidates}", "-o", str(work / "cands.efir")]),
-    )
-    _stage(
-        "lower to Triton",
-        quiet,
-        lambda: _run([_bin("efir-translate"), "--to-triton", str(work / "cands.efir"), "--top", "1", "-o", str(work / "kernels.py")]),
-    )
+    nat = native()
+    _stage("saturate + compact", quiet, lambda: _saturate_compact(work, candidates, quiet, nat))
+    _stage("lower to Triton", quiet, lambda: _to_triton(work, quiet, nat))
     spec = importlib.util.spec_from_file_location(f"efir_compiled_{id(work)}", work / "kernels.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -111,6 +159,7 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
 
     run.module = mod
     run.workdir = work
+    run.native = nat is not None  # whether the Rust stages ran in-process
     return run
 
 

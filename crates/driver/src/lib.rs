@@ -1,10 +1,14 @@
 //! The machinery shared by efir's tools: splitting a file into cases
 //! ([`split`]), checking `// expected-error` comments
-//! ([`expected`]), and running a parse -> verify -> passes -> print job on
-//! one case ([`run_case`]).
+//! ([`expected`]), reading pass flags ([`pass_flag`], [`parse_pass_flags`]),
+//! running a parse -> verify -> passes -> print job on one case
+//! ([`run_case`]), and translating candidate programs to Triton
+//! ([`translate`]). The command-line tools and the Python extension
+//! (`crates/python`) are thin layers over these.
 
 pub mod expected;
 pub mod split;
+pub mod translate;
 
 use efir_diagnostics::Diag;
 use efir_ir::pass::{PassManager, PassOptions};
@@ -18,6 +22,37 @@ pub struct PassFlag {
     pub name: String,
     /// Its options text (after `=`).
     pub options: String,
+}
+
+/// The pass flag that a command-line argument `--name[=options]` spells, or
+/// `None` when `name` is not a registered pass (then the argument is some
+/// other option).
+pub fn pass_flag(arg: &str) -> Option<PassFlag> {
+    let body = arg.strip_prefix("--")?;
+    let (name, opts) = body.split_once('=').unwrap_or((body, ""));
+    efir_registry::pass(name)?;
+    Some(PassFlag {
+        name: name.to_string(),
+        options: opts.to_string(),
+    })
+}
+
+/// Pass flags from arguments such as `--saturate` and
+/// `--compact=max-candidates=8`, in order; every argument must name a
+/// registered pass. The options are checked by [`build_pipeline`].
+pub fn parse_pass_flags<S: AsRef<str>>(args: &[S]) -> Result<Vec<PassFlag>, String> {
+    args.iter()
+        .map(|a| {
+            let a = a.as_ref();
+            pass_flag(a).ok_or_else(|| match a.strip_prefix("--") {
+                Some(body) => format!(
+                    "unknown pass `--{}`",
+                    body.split_once('=').map_or(body, |(n, _)| n)
+                ),
+                None => format!("expected a pass flag such as `--canonicalize`, found `{a}`"),
+            })
+        })
+        .collect()
 }
 
 /// Build a pass manager from flags, or explain which flag is wrong.
@@ -95,5 +130,43 @@ pub fn stderr_color(choice: &str) -> bool {
         "always" => true,
         "never" => false,
         _ => std::io::stderr().is_terminal(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pass_flags_from_arguments() {
+        assert_eq!(
+            pass_flag("--compact=max-candidates=8"),
+            Some(PassFlag {
+                name: "compact".into(),
+                options: "max-candidates=8".into()
+            })
+        );
+        assert_eq!(
+            pass_flag("--saturate").map(|f| f.options),
+            Some(String::new())
+        );
+        assert_eq!(pass_flag("--print-generic"), None);
+        assert_eq!(pass_flag("saturate"), None);
+        let flags = parse_pass_flags(&["--saturate", "--compact=max-candidates=2"]).unwrap();
+        assert_eq!(
+            flags.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
+            ["saturate", "compact"]
+        );
+        assert_eq!(
+            parse_pass_flags(&["--saturate", "--bogus=1"]).unwrap_err(),
+            "unknown pass `--bogus`"
+        );
+        assert!(parse_pass_flags(&["canonicalize"])
+            .unwrap_err()
+            .contains("expected a pass flag"));
+        // Options are checked when the pipeline is built.
+        let bad = parse_pass_flags(&["--compact=nope=1"]).unwrap();
+        let err = build_pipeline(&bad).err().expect("a bad option");
+        assert!(err.starts_with("--compact:"), "{err}");
     }
 }

@@ -50,21 +50,13 @@ fn passes_help() -> String {
 
 /// Split argv into pass flags (in order) and everything else.
 fn split_args() -> (Vec<String>, Vec<PassFlag>) {
-    let passes = efir_registry::all_passes();
     let mut rest = Vec::new();
     let mut flags = Vec::new();
     for a in std::env::args() {
-        if let Some(body) = a.strip_prefix("--") {
-            let (name, opts) = body.split_once('=').unwrap_or((body, ""));
-            if passes.iter().any(|p| p.name == name) {
-                flags.push(PassFlag {
-                    name: name.to_string(),
-                    options: opts.to_string(),
-                });
-                continue;
-            }
+        match efir_driver::pass_flag(&a) {
+            Some(f) => flags.push(f),
+            None => rest.push(a),
         }
-        rest.push(a);
     }
     (rest, flags)
 }

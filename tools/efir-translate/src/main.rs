@@ -4,8 +4,8 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use clap::Parser;
-use efir_diagnostics::{codes, render, Diag, Severity};
-use efir_ir::parse_and_verify;
+use efir_diagnostics::render;
+use efir_driver::translate::TritonOptions;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -62,66 +62,29 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     let (name, src) = efir_driver::read_source(&cli.input)?;
     let color = efir_driver::stderr_color(&cli.color);
     let registry = efir_registry::registry();
-    let (m, diags) = parse_and_verify(&src, &registry);
-    if diags.iter().any(|d| d.severity == Severity::Error) {
-        eprint!("{}", render(&name, &src, &diags, color));
+    let opts = TritonOptions {
+        func: cli.func.clone(),
+        top: cli.top,
+        skip_unsupported: cli.skip_unsupported,
+        plans: cli.print_plan,
+    };
+    let res = efir_driver::translate::to_triton(&src, &name, &registry, &opts)?;
+    eprint!("{}", res.plans);
+    if !res.diags.is_empty() {
+        eprint!("{}", render(&name, &src, &res.diags, color));
+    }
+    if !res.verified {
         return Ok(ExitCode::from(1));
     }
-    // A kernel graph (`--lower-to-kernels`) is translated through the
-    // program it came from.
-    let m = efir_triton::outline::flatten(&m)?;
-    let mut progs = efir_triton::programs(&m);
-    if let Some(f) = &cli.func {
-        let f = f.trim_start_matches('@');
-        progs.retain(|p| p.name == f);
-        if progs.is_empty() {
-            return Err(format!("no program `@{f}` in `{name}`"));
-        }
-    }
-    let skip = cli.skip_unsupported || cli.top.is_some();
-    let mut out: Vec<(String, String, f64)> = Vec::new();
-    let mut problems = Vec::new();
-    for f in &progs {
-        let res = efir_triton::plan(&m, f).and_then(|p| {
-            let est = efir_triton::estimate(&p)?;
-            if cli.print_plan {
-                eprint!(
-                    "@{}: {} kernel(s), estimate {:.1} us ({:.3e} bytes, {:.3e} flops)\n{}",
-                    f.name,
-                    est.kernels,
-                    est.time_us,
-                    est.bytes,
-                    est.flops,
-                    efir_triton::describe(&p)
-                );
-            }
-            let text = efir_triton::emit_python(&p, &name, "efir-translate --to-triton")?;
-            Ok((text, est.time_us))
-        });
-        match res {
-            Ok((text, t)) => out.push((f.name.clone(), text, t)),
-            Err(e) => {
-                let msg = format!("cannot lower `@{}` to Triton: {e}", f.name);
-                let d = if skip {
-                    Diag::warning(codes::E0801, msg, f.name_span)
-                } else {
-                    Diag::error(codes::E0801, msg, f.name_span)
-                };
-                problems.push(d.with_label("this program"));
-            }
-        }
-    }
-    if let Some(k) = cli.top {
-        out.sort_by(|a, b| a.2.total_cmp(&b.2));
-        out.truncate(k);
-    }
-    if !problems.is_empty() {
-        eprint!("{}", render(&name, &src, &problems, color));
-    }
-    let failed = (!skip && !problems.is_empty()) || out.is_empty();
+    let out: Vec<(String, String)> = res
+        .programs
+        .into_iter()
+        .map(|p| (p.name, p.source))
+        .collect();
+    let failed = res.failed;
     if let Some(dir) = &cli.output_dir {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create `{dir}`: {e}"))?;
-        for (n, text, _) in &out {
+        for (n, text) in &out {
             let p = std::path::Path::new(dir).join(format!("{}.py", efir_triton::py_ident(n)));
             std::fs::write(&p, text).map_err(|e| format!("cannot write `{}`: {e}", p.display()))?;
         }
@@ -134,12 +97,12 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
                         out.len()
                     ));
                 }
-                let text = out.first().map(|(_, t, _)| t.as_str()).unwrap_or("");
+                let text = out.first().map(|(_, t)| t.as_str()).unwrap_or("");
                 std::fs::write(path, text).map_err(|e| format!("cannot write `{path}`: {e}"))?;
             }
             None => {
                 let mut stdout = std::io::stdout().lock();
-                for (n, text, _) in &out {
+                for (n, text) in &out {
                     let _ = writeln!(stdout, "# ===== @{n} =====");
                     let _ = stdout.write_all(text.as_bytes());
                 }
