@@ -71,8 +71,13 @@ def _stage(name, quiet, fn):
 def _run(args):
     r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode != 0:
+        # The first diagnostic's headline goes on the first line, which is
+        # what the torch.compile backend's fallback warning shows.
         err = r.stderr.strip()[-2000:]
-        raise CompileError(f"{pathlib.Path(args[0]).name} failed:\n{err}", diagnostic=err)
+        lines = [l.strip() for l in r.stderr.splitlines() if l.strip()]
+        heads = [l for l in lines if l.startswith(("error", "warning"))]
+        reason = heads[0] if heads else (lines[0] if lines else f"exit status {r.returncode}")
+        raise CompileError(f"{pathlib.Path(args[0]).name} failed: {reason}\n{err}", diagnostic=err)
     return r
 
 

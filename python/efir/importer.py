@@ -4,13 +4,17 @@
 `func` whose parameters are the program's parameters and buffers (with their
 real names, e.g. `%l.weight`) followed by its user inputs. Composite ops are
 expanded into matmuls, reductions and pointwise ops so that saturation can
-optimize inside them (RMSNorm, softmax, SiLU, GELU, linear, SDPA, ...).
+optimize inside them (RMSNorm, softmax, log_softmax, SiLU, GELU, linear,
+SDPA, ...); slices, splits and concatenations become `tensor.slice` and
+`tensor.concat` with PyTorch's bounds resolved (negative indices, clamped
+ends).
 
 An op that is not supported raises `ImportError_` naming the op and the
 Python source line it came from.
 """
 
 import math
+import operator
 
 import torch
 
@@ -104,6 +108,29 @@ class _Builder:
     def matmul(self, a, b, shape, dtype):
         return self.op(f"tensor.matmul {a[0]}, {b[0]}", shape, dtype)
 
+    def slice(self, x, dim, start, stop, step=1):
+        """`x[start:stop:step]` along `dim`, with resolved bounds
+        (0 <= start < stop <= extent, step >= 1); the identity if whole."""
+        n = x[1][dim]
+        if start == 0 and stop == n and step == 1:
+            return x
+        rank = len(x[1])
+        starts = [start if k == dim else 0 for k in range(rank)]
+        stops = [stop if k == dim else x[1][k] for k in range(rank)]
+        steps = [step if k == dim else 1 for k in range(rank)]
+        shape = tuple(-(-(stop - start) // step) if k == dim else x[1][k] for k in range(rank))
+
+        def arr(v):
+            return "[" + ", ".join(str(int(i)) for i in v) + "]"
+
+        return self.op(f"tensor.slice<{arr(starts)}, {arr(stops)}, {arr(steps)}> {x[0]}", shape, x[2])
+
+    def concat(self, xs, dim, shape, dtype):
+        xs = [self.cast(x, dtype) for x in xs]
+        if len(xs) == 1:
+            return xs[0]
+        return self.op(f"tensor.concat<{dim}> {', '.join(x[0] for x in xs)}", shape, dtype)
+
 
 def _val(node):
     v = node.meta.get("val")
@@ -154,6 +181,51 @@ def import_program(ep, name="main"):
     ret_vals = ", ".join(r[0] for r in results)
     header = f"func @{name}({', '.join(params)}) -> " + (f"({ret_types})" if len(results) > 1 else ret_types) + " {"
     return "\n".join([header, *b.lines, f"  return {ret_vals} : {ret_types}", "}", ""])
+
+
+def _int(node, v, what):
+    """A static integer argument (a symbolic one is refused)."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ImportError_(f"`{node.target}` needs a static integer {what}, found {v!r} at {_where(node)}")
+    return v
+
+
+def _param(node, i, name, default):
+    """Argument `i` of a call, given positionally or by name."""
+    if len(node.args) > i:
+        return node.args[i]
+    return node.kwargs.get(name, default)
+
+
+def _bounds(node, n, start, end, step):
+    """PyTorch's slice bounds resolved against an extent `n`: negative
+    indices count from the end, and both ends are clamped to [0, n]."""
+    start = 0 if start is None else _int(node, start, "start")
+    end = n if end is None else _int(node, end, "end")
+    step = _int(node, step, "step")
+    if step < 1:
+        raise ImportError_(f"`{node.target}` with step {step} is not supported (steps must be positive) at {_where(node)}")
+    if start < 0:
+        start += n
+    if end < 0:
+        end += n
+    start = min(max(start, 0), n)
+    end = min(max(end, start), n)
+    if end == start:
+        raise ImportError_(f"`{node.target}` gives an empty tensor (efir has none) at {_where(node)}")
+    return start, end, step
+
+
+def _pieces(b, node, x, dim, sizes):
+    """Consecutive slices of `x` along `dim` of the given sizes (split,
+    chunk): a list of values, read by `getitem`."""
+    if sum(sizes) != x[1][dim] or any(sz < 1 for sz in sizes):
+        raise ImportError_(f"`{node.target}` into pieces {list(sizes)} of a dim of {x[1][dim]} is not supported at {_where(node)}")
+    out, at = [], 0
+    for sz in sizes:
+        out.append(b.slice(x, dim, at, at + sz))
+        at += sz
+    return out
 
 
 def _arg(b, a, like_dtype):
@@ -260,6 +332,62 @@ def _lower(b, node):
         e = b.ew("ew.exp", [b.ew("ew.sub", [x, m], shape, dt)], shape, dt)
         s = b.reduce("sum", e, [d], True)
         return b.ew("ew.div", [e, s], shape, dt)
+    if t in (aten._log_softmax.default, aten.log_softmax.int):
+        # log_softmax(x) = (x - max) - log(sum(exp(x - max))).
+        x = b.env[args[0]]
+        d = args[1] % len(x[1])
+        x = b.cast(x, dt)
+        m = b.reduce("max", x, [d], True)
+        z = b.ew("ew.sub", [x, m], shape, dt)
+        s = b.reduce("sum", b.ew("ew.exp", [z], shape, dt), [d], True)
+        return b.ew("ew.sub", [z, b.ew("ew.log", [s], s[1], dt)], shape, dt)
+    if t in (aten.slice.Tensor, aten.narrow.default, aten.select.int):
+        x = b.env[args[0]]
+        d = _int(node, _param(node, 1, "dim", 0), "dim") % len(x[1])
+        n = x[1][d]
+        if t == aten.slice.Tensor:
+            lo, hi, step = _bounds(node, n, _param(node, 2, "start", None), _param(node, 3, "end", None), _param(node, 4, "step", 1))
+        else:
+            i = _int(node, _param(node, 2, "start" if t == aten.narrow.default else "index", 0), "index")
+            length = _int(node, _param(node, 3, "length", 1), "length") if t == aten.narrow.default else 1
+            if not -n <= i < n or not 1 <= length <= n - (i % n):
+                raise ImportError_(f"`{t}` at {i} (length {length}) is out of range for a dim of {n} at {_where(node)}")
+            lo, hi, step = i % n, i % n + length, 1
+        y = b.slice(x, d, lo, hi, step)
+        if t == aten.select.int:
+            y = b.reshape(y, shape)
+        if tuple(y[1]) != tuple(shape):
+            raise ImportError_(f"`{t}` gave shape {y[1]}, PyTorch says {tuple(shape)} at {_where(node)}")
+        return y
+    if t in (aten.cat.default, aten.concat.default):
+        d = _int(node, _param(node, 1, "dim", 0), "dim") % len(shape)
+        # Legacy empty operands (shape (0,)) contribute nothing.
+        xs = [b.env[a] for a in args[0] if math.prod(b.env[a][1]) > 0]
+        return b.concat(xs, d, shape, dt)
+    if t in (aten.split.Tensor, aten.split_with_sizes.default, aten.chunk.default, aten.unbind.int):
+        x = b.env[args[0]]
+        d = _int(node, _param(node, 1 if t == aten.unbind.int else 2, "dim", 0), "dim") % len(x[1])
+        n = x[1][d]
+        if t == aten.split.Tensor:
+            k = _int(node, args[1], "split size")
+            sizes = [min(k, n - i) for i in range(0, n, k)] if k > 0 else []
+        elif t == aten.split_with_sizes.default:
+            sizes = [_int(node, v, "split size") for v in args[1]]
+        elif t == aten.chunk.default:
+            c = _int(node, args[1], "chunk count")
+            k = -(-n // c) if c > 0 else 0
+            sizes = [min(k, n - i) for i in range(0, n, k)] if k > 0 else []
+        else:
+            sizes = [1] * n
+        pieces = _pieces(b, node, x, d, sizes)
+        if t == aten.unbind.int:
+            pieces = [b.reshape(p, p[1][:d] + p[1][d + 1:]) for p in pieces]
+        return pieces
+    if t == operator.getitem:
+        seq = b.env[args[0]]
+        if not isinstance(seq, list):
+            raise ImportError_(f"`getitem` of a single value at {_where(node)}")
+        return seq[args[1]]
     if t in (aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.default):
         return b.reshape(b.env[args[0]], shape)
     if t in (aten.permute.default,):

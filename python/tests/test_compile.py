@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 import efir  # noqa: E402
+from test_import import LogSoftmax, NegativeSlices, Rotary  # noqa: E402
 from workload_modules import NGPT, Attention, GatedMLP, LayerNormGemm, LoRA, RMSNormMLP  # noqa: E402
 
 
@@ -39,6 +40,9 @@ CASES = [
     ("lora", lambda: LoRA(), lambda: (torch.randn(2, 32),)),
     ("ngpt", lambda: NGPT(), lambda: (torch.randn(2, 32), torch.randn(2, 32), torch.rand(2, 32) * 0.1)),
     ("attn_prefill", lambda: Attention(True), lambda: tuple(torch.randn(1, 2, 16, 16) for _ in range(3))),
+    ("rotary", lambda: Rotary(), lambda: (torch.randn(2, 4, 16), torch.randn(4, 16), torch.randn(4, 16))),
+    ("log_softmax", lambda: LogSoftmax(), lambda: (torch.randn(4, 12),)),
+    ("negative_slices", lambda: NegativeSlices(), lambda: (torch.randn(4, 10),)),
 ]
 
 
@@ -91,3 +95,27 @@ def test_torch_compile_falls_back_with_one_warning():
     msgs = [str(x.message) for x in w if "falling back" in str(x.message)]
     assert len(msgs) == 1 and "cumsum" in msgs[0], msgs
     assert torch.allclose(out, torch.cumsum(x, 0) * 2.0)
+
+
+class Flatten(torch.nn.Module):
+    """A slice, then a reshape that merges dims: no candidate has a Triton
+    lowering (E0801)."""
+
+    def forward(self, x):
+        return torch.exp(x[:, 1:]).reshape(-1)
+
+
+def test_a_program_without_triton_lowering_is_a_compile_error(tmp_path):
+    with pytest.raises(efir.CompileError, match=r"(?s)^efir-translate failed: warning\[E0801\]: cannot lower `@program\.c0` to Triton: .*a reshape that merges or splits dims inside a kernel"):
+        efir.compile(Flatten(), (torch.randn(2, 8),), quiet=True, workdir=tmp_path)
+
+
+def test_torch_compile_falls_back_when_triton_cannot_lower():
+    x = torch.randn(2, 8)
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = torch.compile(Flatten(), backend="efir")(x)
+    msgs = [str(x.message) for x in w if "falling back" in str(x.message)]
+    assert len(msgs) == 1 and "E0801" in msgs[0] and "reshape that merges" in msgs[0], msgs
+    assert torch.allclose(out, torch.exp(x[:, 1:]).reshape(-1))

@@ -31,6 +31,39 @@ BIN = pathlib.Path(os.environ.get("EFIR_BIN_DIR", ROOT / "target" / "debug"))
 from workload_modules import NGPT, Attention, GatedMLP, LayerNormGemm, LoRA, RMSNormMLP  # noqa: E402,F401
 
 
+class Rotary(torch.nn.Module):
+    """Rotary embedding of a projection, rotate-half form: the halves of the
+    last dim swapped, the second negated (slice and cat)."""
+
+    def __init__(self, d=16):
+        super().__init__()
+        self.proj = torch.nn.Linear(d, d, bias=False)
+
+    def forward(self, x, cos, sin):
+        q = self.proj(x)
+        h = q.shape[-1] // 2
+        q1, q2 = q[..., :h], q[..., h:]
+        return q * cos + torch.cat((-q2, q1), dim=-1) * sin
+
+
+class LogSoftmax(torch.nn.Module):
+    def forward(self, x):
+        return F.log_softmax(x, dim=-1) + F.log_softmax(x, dim=0)
+
+
+class NegativeSlices(torch.nn.Module):
+    """Slices with negative starts and ends, an end past the extent, a step,
+    narrow and select with negative indices, chunk, split and unbind
+    (getitem)."""
+
+    def forward(self, x):
+        a = x[:, -3:] * 2.0 + x[:, -7:-4] + x[:, 1:8:3] + x.narrow(1, -5, 3)
+        b = a + x[:, -1:] + x.select(1, -2)[:, None] + x[-1:, 7:100] + x.unbind(1)[3][:, None]
+        lo, hi = x.chunk(2, dim=-1)
+        p, q = x.split([4, 6], dim=1)
+        return torch.cat((b, lo - hi, p[:, ::2] * q[:, -2:]), dim=-1)
+
+
 def cases():
     t = lambda *s: torch.randn(*s)  # noqa: E731
     return [
@@ -43,6 +76,9 @@ def cases():
         ("ngpt", NGPT(), (t(2, 32), t(2, 32), t(2, 32).abs() * 0.1)),
         ("attn_decode", Attention(False), (t(2, 2, 1, 16), t(2, 2, 16, 16), t(2, 2, 16, 16))),
         ("attn_prefill", Attention(True), (t(2, 2, 16, 16), t(2, 2, 16, 16), t(2, 2, 16, 16))),
+        ("rotary", Rotary(), (t(2, 4, 16), t(4, 16), t(4, 16))),
+        ("log_softmax", LogSoftmax(), (t(4, 12),)),
+        ("negative_slices", NegativeSlices(), (t(4, 10),)),
     ]
 
 
@@ -86,6 +122,34 @@ def test_unsupported_op_names_op_and_line():
 
     ep = torch.export.export(Bad(), (torch.randn(4),))
     with pytest.raises(efir.ImportError_, match=r"cumsum.*test_import.py"):
+        efir.import_program(ep)
+
+
+def test_slices_import_as_tensor_slice_and_concat():
+    ep = torch.export.export(Rotary(), (torch.randn(2, 4, 16), torch.randn(4, 16), torch.randn(4, 16)))
+    text = efir.import_program(ep, "rotary")
+    assert "tensor.slice<[0, 0, 0], [2, 4, 8], [1, 1, 1]>" in text, text
+    assert "tensor.slice<[0, 0, 8], [2, 4, 16], [1, 1, 1]>" in text, text
+    assert "tensor.concat<2>" in text, text
+    ep = torch.export.export(NegativeSlices(), (torch.randn(4, 10),))
+    text = efir.import_program(ep, "neg")
+    # x[:, -3:] is columns 7..10; x[:, -7:-4] columns 3..6; x[-1:, 7:100] row 3, columns 7..10.
+    assert "tensor.slice<[0, 7], [4, 10], [1, 1]>" in text, text
+    assert "tensor.slice<[0, 3], [4, 6], [1, 1]>" in text, text
+    assert "tensor.slice<[3, 0], [4, 10], [1, 1]>" in text and "tensor.slice<[0, 7], [1, 10], [1, 1]>" in text, text
+    # x[:, 1:8:3], x.narrow(1, -5, 3), x.select(1, -2).
+    assert "tensor.slice<[0, 1], [4, 8], [1, 3]>" in text, text
+    assert "tensor.slice<[0, 5], [4, 8], [1, 1]>" in text, text
+    assert "tensor.slice<[0, 8], [4, 9], [1, 1]>" in text, text
+
+
+def test_empty_slices_are_refused():
+    class Empty(torch.nn.Module):
+        def forward(self, x):
+            return x[:, 5:2] * 2.0
+
+    ep = torch.export.export(Empty(), (torch.randn(4, 8),))
+    with pytest.raises(efir.ImportError_, match=r"empty tensor.*test_import.py"):
         efir.import_program(ep)
 
 

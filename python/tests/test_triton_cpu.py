@@ -131,3 +131,40 @@ def test_causal_loops_stop_at_the_diagonal(tmp_path):
         for config in block_configs(mod.CONFIG_SPACE):
             errs = h.check_module(py, src, fname, tmp_path / f"ref_{fname}", config=config)
             assert max(errs) <= TOL, (fname, config, errs)
+
+
+def smallest(space):
+    return {k: min(v) for k, v in space.items() if k.startswith("BLOCK_")}
+
+
+def test_slice_and_concat_candidates_match_interpreter(tmp_path):
+    """Slices and concatenations are masked loads at shifted offsets: the
+    candidates of a rotary embedding + log-softmax program, under the
+    default, largest and smallest blocks."""
+    src = ROOT / "crates" / "registry" / "tests" / "seeds" / "slices.efir"
+    cand = tmp_path / "cands.efir"
+    h.sh(h.tool("efir-opt"), str(src), "--saturate", f"--compact=max-candidates={CANDIDATES}", "-o", str(cand))
+    mods = translate(cand, tmp_path / "py")
+    assert len(mods) == CANDIDATES
+    for py, mod, fname in mods:
+        assert "tl.where(" in py.read_text()
+        for config in (None, largest(mod.CONFIG_SPACE), smallest(mod.CONFIG_SPACE)):
+            errs = h.check_module(py, cand, fname, tmp_path / f"ref_{fname}", config=config)
+            assert max(errs) <= TOL, (fname, config, errs)
+
+
+def test_strided_and_composed_slices(tmp_path):
+    """Slices of slices (composed offsets and steps) and a concatenation of
+    a stored value with a slice of a parameter; the file's third program is
+    E0801 and skipped."""
+    src = ROOT / "lit-tests" / "Translate" / "triton-slice.efir"
+    out = tmp_path / "py"
+    r = h.sh(h.tool("efir-translate"), "--to-triton", str(src), "--skip-unsupported", "--output-dir", str(out), check=False)
+    assert r.returncode == 0 and "E0801" in r.stderr, r.stderr
+    mods = sorted(out.glob("*.py"))
+    assert [p.stem for p in mods] == ["rot", "strided"]
+    for py in mods:
+        mod = h.load_module(py)
+        for config in (None, largest(mod.CONFIG_SPACE), smallest(mod.CONFIG_SPACE)):
+            errs = h.check_module(py, src, py.stem, tmp_path / f"ref_{py.stem}", config=config)
+            assert max(errs) <= TOL, (py.stem, config, errs)

@@ -44,6 +44,8 @@ pub const ALL: &[(&str, &str)] = &[
     (E0408, "reduction input does not fit the reducer"),
     (E0409, "invalid constant"),
     (E0410, "view not legal for the operand's parallel state"),
+    (E0411, "invalid slice bounds"),
+    (E0412, "concatenated operands do not fit together"),
     // E05xx: the `red` dialect (reducers).
     (E0501, "unknown reducer"),
     (E0502, "malformed reducer"),
@@ -84,8 +86,8 @@ macro_rules! codes {
 codes!(
     E0100, E0101, E0102, E0103, E0104, E0105, E0106, E0200, E0201, E0202, E0203, E0204, E0205,
     E0206, E0207, E0208, E0209, E0210, E0301, E0302, E0303, E0304, E0305, E0401, E0402, E0403,
-    E0404, E0405, E0406, E0407, E0408, E0409, E0410, E0501, E0502, E0503, E0601, E0602, E0603,
-    E0604, E0605, E0701, E0702, E0703, E0704, E0705, E0706, E0707, E0801, E0802,
+    E0404, E0405, E0406, E0407, E0408, E0409, E0410, E0411, E0412, E0501, E0502, E0503, E0601,
+    E0602, E0603, E0604, E0605, E0701, E0702, E0703, E0704, E0705, E0706, E0707, E0801, E0802,
 );
 
 /// Codes that only a bug in efir can produce (no input triggers them, so

@@ -99,7 +99,9 @@ pub fn operand_count(reg: &Registry, op: &str, children: usize) -> Option<usize>
     let def = reg.op(op)?;
     Some(match def.operands {
         efir_ir::dialect::Arity::Exact(n) => n,
-        efir_ir::dialect::Arity::AtLeast(_) => children,
+        efir_ir::dialect::Arity::AtLeast(_) => {
+            children.checked_sub(def.attrs.len() + def.result_from_declared as usize)?
+        }
     })
 }
 

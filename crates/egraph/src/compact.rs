@@ -790,7 +790,8 @@ fn node_kind(eg: &EGraph, n: &SymbolLang, id: Id, kids: &[u32], ids: &[Id]) -> (
 
 /// Kernel count and materialized bytes of a candidate: every value without
 /// parallel state computed by an op (not a view, constant, parameter or
-/// tuple bookkeeping) is written to global memory by one kernel.
+/// tuple bookkeeping; slices and concatenations are loads in their reader's
+/// kernel) is written to global memory by one kernel.
 pub fn summary(eg: &EGraph, chosen: &HashMap<Id, SymbolLang>, roots: &[Id]) -> (usize, f64) {
     let mut kernels = 0;
     let mut bytes = 0.0;
@@ -809,6 +810,8 @@ pub fn summary(eg: &EGraph, chosen: &HashMap<Id, SymbolLang>, roots: &[Id]) -> (
                     | "tensor.reshape"
                     | "tensor.transpose"
                     | "tensor.broadcast"
+                    | "tensor.slice"
+                    | "tensor.concat"
             )
         {
             continue;

@@ -173,7 +173,14 @@ fn fold_constants(f: &mut Func, registry: &efir_ir::Registry) -> usize {
             continue;
         }
         let value = match op.name.as_str() {
-            "tensor.broadcast" | "tensor.reshape" | "tensor.transpose" => Some(args[0]),
+            "tensor.broadcast" | "tensor.reshape" | "tensor.transpose" | "tensor.slice" => {
+                Some(args[0])
+            }
+            // Equal splats joined are the same splat (compared by bits, so
+            // that a NaN splat stays a NaN splat and -0.0 stays apart).
+            "tensor.concat" if args.iter().all(|a| a.to_bits() == args[0].to_bits()) => {
+                Some(args[0])
+            }
             _ => registry
                 .op(&op.name)
                 .and_then(|d| d.fold)

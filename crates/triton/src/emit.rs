@@ -9,6 +9,8 @@ use indexmap::IndexSet;
 use std::collections::HashMap;
 use std::fmt::Write;
 
+mod slices;
+
 /// One dim of a block: its length (a constexpr expression), the variable
 /// holding its offsets, and the logical extent (for masks).
 #[derive(Clone, Debug)]
@@ -544,6 +546,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 self.result(v, lay, e, depth.max(x.depth))
             }
             "tensor.reduce" => self.reduce(v, lay),
+            "tensor.slice" => self.slice(v, lay),
+            "tensor.concat" => self.concat(v, lay),
             "par.reduce" => self.par_reduce(v, lay),
             "tile.matmul" | "tensor.matmul" => self.matmul(v, lay),
             _ if name.starts_with("ew.") => {

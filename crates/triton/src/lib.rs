@@ -17,7 +17,9 @@
 //!   pushing the tiling down through pointwise ops to the loads of buffers;
 //! - pointwise values without parallel state are recomputed by each kernel
 //!   that reads them (they are never a kernel of their own unless they are a
-//!   result).
+//!   result, or the operand of a slice or concatenation);
+//! - `tensor.slice` and `tensor.concat` are masked loads of their operands
+//!   at shifted offsets, so their operands are buffers.
 //!
 //! [`emit_python`] writes one Python module per program: `@triton.jit`
 //! kernels over blocks (masked loads and stores, `tl.dot` with fp32
@@ -166,6 +168,45 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
                 ))
         {
             buffer[op.result.index()] = true;
+        }
+    }
+    // Slices and concatenations read their operands from memory at shifted
+    // offsets, so an operand computed by an op (under parallel views and
+    // slices of it, whose offsets compose) is stored.
+    for op in &f.ops {
+        if !matches!(op.name.as_str(), "tensor.slice" | "tensor.concat") {
+            continue;
+        }
+        for o in &op.operands {
+            let mut v = *o;
+            while let Some(i) = def[v.index()] {
+                let d = &f.ops[i];
+                if buffer[v.index()] {
+                    break;
+                }
+                if matches!(
+                    d.name.as_str(),
+                    "par.partition" | "par.replicate" | "par.combine" | "tensor.slice"
+                ) {
+                    v = d.operands[0];
+                    continue;
+                }
+                let partial = f.ty(v).leaves().iter().find_map(|l| {
+                    l.state
+                        .iter()
+                        .find(|(_, s)| matches!(s, AxisState::Partial(_)))
+                        .map(|(a, _)| a.clone())
+                });
+                if let Some(a) = partial {
+                    return Err(format!(
+                        "`{}` reads `%{}` from memory, but it holds partial results over @{a} (finish them with par.reduce first)",
+                        op.name,
+                        f.value(v).name
+                    ));
+                }
+                buffer[v.index()] = true;
+                break;
+            }
         }
     }
     // Axes and their extents.

@@ -1,6 +1,6 @@
 //! Interpreter semantics of the `tensor` ops. Constants build their whole
-//! logical value (the evaluator slices it); matmul, reduce and the views act
-//! on local tiles; `tuple` and `get` act on whole values.
+//! logical value (the evaluator slices it); matmul, reduce, the views, slices
+//! and concatenation act on local tiles; `tuple` and `get` act on whole values.
 
 use efir_interp::kernels::{full, matmul};
 use efir_interp::{GlobalCtx, Local, LocalCtx, PValue, Semantics};
@@ -111,6 +111,45 @@ fn broadcast(cx: &LocalCtx<'_>, a: &[Local]) -> R {
     Ok(Local::Tile(v.to_owned()))
 }
 
+/// The slice of the local tile: a dim kept whole stays whole (it may be a
+/// partitioned dim, whose local extent is its tile's); the others are cut.
+fn slice(cx: &LocalCtx<'_>, a: &[Local]) -> R {
+    let bounds = crate::slices::slice_bounds(cx.op).ok_or("malformed slice bounds")?;
+    let t = cx.operands[0]
+        .as_tensor()
+        .ok_or("`tensor.slice` of a tuple")?;
+    let mut v = a[0].tile()?.view();
+    for (k, b) in bounds.iter().enumerate() {
+        let whole = matches!(t.shape.get(k), Some(efir_ir::Dim::Static(n)) if b.is_whole(*n));
+        if whole {
+            continue;
+        }
+        if b.stop as usize > v.shape()[k] {
+            return Err(format!(
+                "slice bound {} is past the local extent {} of dim {k}",
+                b.stop,
+                v.shape()[k]
+            ));
+        }
+        v.slice_axis_inplace(
+            ndarray::Axis(k),
+            ndarray::Slice::new(b.start as isize, Some(b.stop as isize), b.step as isize),
+        );
+    }
+    Ok(Local::Tile(v.to_owned()))
+}
+
+fn concat(cx: &LocalCtx<'_>, a: &[Local]) -> R {
+    let dim = cx
+        .op
+        .attrs
+        .get("dim")
+        .and_then(|a| a.as_int())
+        .ok_or("missing dim")? as usize;
+    let tiles: Vec<&ArrayD<f64>> = a.iter().map(Local::tile).collect::<Result<_, _>>()?;
+    Ok(Local::Tile(efir_interp::kernels::concat(&tiles, dim)?))
+}
+
 fn tuple(_: &GlobalCtx<'_>, a: &[&PValue]) -> Result<PValue, String> {
     Ok(PValue::Tuple(a.iter().map(|v| (*v).clone()).collect()))
 }
@@ -140,6 +179,8 @@ pub static SEMANTICS: &[(&str, Semantics)] = &[
     ("tensor.reshape", Semantics::Local(reshape)),
     ("tensor.transpose", Semantics::Local(transpose)),
     ("tensor.broadcast", Semantics::Local(broadcast)),
+    ("tensor.slice", Semantics::Local(slice)),
+    ("tensor.concat", Semantics::Local(concat)),
     ("tensor.tuple", Semantics::Global(tuple)),
     ("tensor.get", Semantics::Global(get)),
 ];

@@ -1,8 +1,10 @@
-//! The `tensor` dialect: constants, matmul, reductions, views and tuples at
-//! tensor level. Function arguments are the function's parameters.
+//! The `tensor` dialect: constants, matmul, reductions, views, slices,
+//! concatenation and tuples at tensor level. Function arguments are the
+//! function's parameters.
 
 pub mod eval;
 pub mod matmul;
+pub mod slices;
 mod views;
 
 use efir_diagnostics::{codes, Diag};
@@ -12,7 +14,7 @@ use efir_ir::{Attr, AxisState, DType, State, TensorType, Type};
 /// The `tensor` dialect.
 pub static DIALECT: DialectDef = DialectDef {
     name: "tensor",
-    summary: "Tensor-level constants, matmul, reductions, views and tuples",
+    summary: "Tensor-level constants, matmul, reductions, views, slices, concatenation and tuples",
     ops: &[
         OpDef {
             name: "tensor.full",
@@ -107,6 +109,44 @@ pub static DIALECT: DialectDef = DialectDef {
             infer: views::infer_broadcast,
             fold: None,
             result_from_declared: true,
+            extra_attrs: false,
+        },
+        OpDef {
+            name: "tensor.slice",
+            summary: "elements start[k], start[k] + step[k], ... below stop[k] of every dim k",
+            operands: Arity::Exact(1),
+            positional: &["start", "stop", "step"],
+            attrs: &[
+                AttrSpec {
+                    name: "start",
+                    kind: AttrKind::IntArray,
+                },
+                AttrSpec {
+                    name: "stop",
+                    kind: AttrKind::IntArray,
+                },
+                AttrSpec {
+                    name: "step",
+                    kind: AttrKind::IntArray,
+                },
+            ],
+            infer: slices::infer_slice,
+            fold: None,
+            result_from_declared: false,
+            extra_attrs: false,
+        },
+        OpDef {
+            name: "tensor.concat",
+            summary: "join the operands along dim `dim`, in order",
+            operands: Arity::AtLeast(1),
+            positional: &["dim"],
+            attrs: &[AttrSpec {
+                name: "dim",
+                kind: AttrKind::Int,
+            }],
+            infer: slices::infer_concat,
+            fold: None,
+            result_from_declared: false,
             extra_attrs: false,
         },
         OpDef {
