@@ -160,7 +160,7 @@ def test_to_triton_unsupported_programs():
     with pytest.warns(_efir.EfirWarning, match="cannot lower `@merge`"):
         progs = _efir.to_triton(MERGE + OK, skip_unsupported=True)
     assert [n for n, _ in progs] == ["ok"]
-    with pytest.raises(_efir.EfirError, match=r"^no program of `m.efir` could be lowered to Triton\nwarning\[E0801\]") as ei:
+    with pytest.raises(_efir.EfirError, match=r"^no program of `m.efir` could be lowered to Triton: warning\[E0801\]: cannot lower `@merge`.*\nwarning\[E0801\]") as ei:
         _efir.to_triton(MERGE, filename="m.efir", top=1)
     assert ei.value.code == "E0801"
 

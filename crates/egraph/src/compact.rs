@@ -4,7 +4,7 @@
 //! reachable from the roots, acyclic, tensor-level matmuls replaced by their
 //! tiled implementations. They are enumerated depth first over *partial
 //! programs*: programs whose unresolved e-classes are named holes `□c`,
-//! resolved leftmost first.
+//! resolving first a hole with the fewest options.
 //!
 //! The candidate space has one more rule: a value is organized one way per
 //! program. Values are grouped into *value classes* (e-classes linked by
@@ -608,7 +608,18 @@ impl<'a> Enumerator<'a> {
                 out.stopped_by = Some("time-limit");
                 break;
             }
-            let Some(h) = s.holes.pop() else { continue };
+            // Resolve a hole with the fewest options first (the last such
+            // hole on the list): one-option holes never branch, so partial
+            // programs that are equivalent meet (and are pruned) before the
+            // search branches on a real choice. The order depends only on
+            // the state, so pruning stays sound.
+            let Some(pos) = (0..s.holes.len())
+                .rev()
+                .min_by_key(|i| self.options[s.holes[*i] as usize].len())
+            else {
+                continue;
+            };
+            let h = s.holes.remove(pos);
             out.expanded_states += 1;
             let mut next = Vec::new();
             for j in 0..self.options[h as usize].len() {

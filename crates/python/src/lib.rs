@@ -203,8 +203,11 @@ pub fn translate(
         if res.verified && !res.diags.iter().any(|d| d.severity == Severity::Error) {
             // Every program was skipped: the diagnostics are warnings, so
             // say first why this is an error.
+            // The first line also gives the first reason (callers that show
+            // one line, like the torch.compile fallback warning, keep it).
+            let first = f.message.lines().next().unwrap_or_default().to_string();
             f.message = format!(
-                "no program of `{filename}` could be lowered to Triton\n{}",
+                "no program of `{filename}` could be lowered to Triton: {first}\n{}",
                 f.message
             );
         }
@@ -414,7 +417,7 @@ mod tests {
         let f = translate(src, "m.efir", &opts).unwrap_err();
         assert!(
             f.message
-                .starts_with("no program of `m.efir` could be lowered to Triton\nwarning[E0801]"),
+                .starts_with("no program of `m.efir` could be lowered to Triton: warning[E0801]"),
             "{}",
             f.message
         );
