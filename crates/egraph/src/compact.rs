@@ -592,14 +592,30 @@ impl<'a> Enumerator<'a> {
                 holes.push(*r);
             }
         }
-        let mut stack = vec![State {
+        // Depth first, but the subtrees of the first real choice (the
+        // first partial program with several children) are explored in
+        // turns, one expansion each, so that a limited enumeration finds
+        // candidates of every top-level organization, not only of the
+        // cheapest-looking one. The order changes nothing else.
+        let mut stacks: Vec<Vec<State>> = vec![vec![State {
             choice: vec![NONE; n],
             holes,
             produced: vec![u32::MAX; n],
-        }];
+        }]];
+        let mut split = false;
+        let mut turn = 0usize;
         let mut seen_partial: HashSet<(u32, u64)> = HashSet::new();
         let mut seen_complete: HashSet<u32> = HashSet::new();
-        while let Some(mut s) = stack.pop() {
+        loop {
+            stacks.retain(|st| !st.is_empty());
+            if stacks.is_empty() {
+                break;
+            }
+            let i = turn % stacks.len();
+            turn += 1;
+            let Some(mut s) = stacks[i].pop() else {
+                continue;
+            };
             if out.expanded_states >= max_states {
                 out.stopped_by = Some("max-states");
                 break;
@@ -663,6 +679,9 @@ impl<'a> Enumerator<'a> {
                     if fresh || mode == Mode::None {
                         out.candidates.push(self.chosen(&t));
                         out.keys.push(key);
+                        if out.candidates.len() >= max_candidates {
+                            break;
+                        }
                     }
                     continue;
                 }
@@ -676,14 +695,19 @@ impl<'a> Enumerator<'a> {
                 next.push(t);
             }
             // Depth first, first e-node first.
-            stack.extend(next.into_iter().rev());
+            if !split && next.len() > 1 {
+                split = true;
+                stacks.extend(next.into_iter().map(|t| vec![t]));
+            } else {
+                stacks[i].extend(next.into_iter().rev());
+            }
             s.holes.clear();
             if out.candidates.len() >= max_candidates {
                 out.stopped_by = Some("max-candidates");
                 break;
             }
         }
-        if out.stopped_by.is_some() && !stack.is_empty() {
+        if out.stopped_by.is_some() && stacks.iter().any(|st| !st.is_empty()) {
             out.complete = false;
         } else {
             out.stopped_by = None;
