@@ -671,6 +671,15 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             let b = &xs[0];
             format!("({} < {})", along(&b.dims[d].offs, d, rank), b.dims[d].ext)
         };
+        // The reduced block lives in registers: it counts for the estimate's
+        // largest block (a broadcast product reduced here can be far larger
+        // than any load or matmul tile), not for traffic.
+        self.work.push(Work {
+            bytes: 0,
+            sizes: xs[0].dims.iter().map(|b| b.size.clone()).collect(),
+            loops: self.loops[..depth.min(self.loops.len())].to_vec(),
+            flops: false,
+        });
         match name.as_str() {
             "red.sum" | "red.max" => {
                 let (fun, ident) = if name == "red.sum" {
@@ -1376,7 +1385,7 @@ pub struct Estimate {
     /// The estimated time in microseconds.
     pub time_us: f64,
     /// Elements of the largest block a program holds (matmul operands and
-    /// result together).
+    /// result together, or a block it reduces).
     pub largest_block: f64,
 }
 
