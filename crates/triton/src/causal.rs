@@ -151,7 +151,7 @@ fn scalar_raw(name: &str, attrs: &indexmap::IndexMap<String, Attr>, x: &[f64]) -
 }
 
 /// A cast of a constant that every float type holds exactly.
-fn cast_exact(c: f64) -> Option<f64> {
+pub(crate) fn cast_exact(c: f64) -> Option<f64> {
     (c == 0.0 || c.is_infinite() || c == 1.0).then_some(c)
 }
 

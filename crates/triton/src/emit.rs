@@ -1065,7 +1065,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 let (g, cs) = self.tile_states(x, lay, l)?;
                 let c = *cs.first()?;
                 let c = if name == "ew.cast" {
-                    c.filter(|c| *c == 0.0 || c.is_infinite())
+                    c.and_then(causal::cast_exact)
                 } else {
                     causal::abstract_op(name, &op.attrs, &[c]).filter(|c| !c.is_nan())
                 };

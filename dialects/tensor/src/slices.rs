@@ -6,6 +6,7 @@
 //! negative or clamped indices). `tensor.concat<dim> a, b, ...` joins its
 //! operands along `dim`.
 
+use crate::views::state_err;
 use efir_diagnostics::{codes, Diag};
 use efir_ir::types::shape_str;
 use efir_ir::{AxisState, Dim, InferCtx, State, TensorType, Type};
@@ -58,19 +59,6 @@ pub fn slice_bounds(op: &efir_ir::Op) -> Option<Vec<Bounds>> {
             (b.start < b.stop).then_some(b)
         })
         .collect()
-}
-
-fn state_err(cx: &InferCtx<'_>, i: usize, axis: &str, s: &AxisState, why: &str) -> Diag {
-    cx.operand_err(
-        i,
-        codes::E0410,
-        format!(
-            "`{}` is not legal on a value that is {s} over `@{axis}`: {why}",
-            cx.op.name
-        ),
-    )
-    .with_label(format!("{s} over `@{axis}`"))
-    .with_note("combine the axis first, or partition after the op")
 }
 
 /// `tensor.slice<start, stop, step> x`.

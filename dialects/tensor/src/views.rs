@@ -4,9 +4,11 @@ use efir_diagnostics::{codes, Diag};
 use efir_ir::types::shape_str;
 use efir_ir::{AxisState, InferCtx, State, TensorType, Type};
 
-fn view_err(cx: &InferCtx<'_>, axis: &str, s: &AxisState, why: &str) -> Diag {
+/// E0410 on operand `i` of a view-like op (views, slices, concatenations):
+/// its parallel state over `axis` does not allow the op.
+pub(crate) fn state_err(cx: &InferCtx<'_>, i: usize, axis: &str, s: &AxisState, why: &str) -> Diag {
     cx.operand_err(
-        0,
+        i,
         codes::E0410,
         format!(
             "`{}` is not legal on a value that is {s} over `@{axis}`: {why}",
@@ -14,7 +16,7 @@ fn view_err(cx: &InferCtx<'_>, axis: &str, s: &AxisState, why: &str) -> Diag {
         ),
     )
     .with_label(format!("{s} over `@{axis}`"))
-    .with_note("combine the axis first, or partition after the view")
+    .with_note("combine the axis first, or partition after the op")
 }
 
 /// `tensor.reshape`: same element count; `part(i)` survives only if dims
@@ -44,8 +46,9 @@ pub fn infer_reshape(cx: &InferCtx<'_>) -> Result<Type, Diag> {
                 if *i < target.rank() && t.shape[..=*i] == target.shape[..=*i] {
                     AxisState::Part(*i)
                 } else {
-                    return Err(view_err(
+                    return Err(state_err(
                         cx,
+                        0,
                         axis,
                         s,
                         "the reshape moves the partitioned dim",
@@ -131,7 +134,13 @@ pub fn infer_broadcast(cx: &InferCtx<'_>) -> Result<Type, Diag> {
         let ns = match s {
             AxisState::Part(i) => {
                 if t.shape[*i] != target.shape[off + i] {
-                    return Err(view_err(cx, axis, s, "the partitioned dim is stretched"));
+                    return Err(state_err(
+                        cx,
+                        0,
+                        axis,
+                        s,
+                        "the partitioned dim is stretched",
+                    ));
                 }
                 AxisState::Part(off + i)
             }
