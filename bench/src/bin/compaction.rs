@@ -18,6 +18,10 @@ const WORKLOADS: &[&str] = &[
     "rmsnorm_mlp",
     "attn_decode",
     "attn_prefill",
+    // Not in the paper's figure: the other non-attention workloads.
+    "gated_mlp",
+    "lora",
+    "layernorm_gemm",
 ];
 
 fn main() {

@@ -48,6 +48,7 @@ use efir_diagnostics::{codes, Diag};
 use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
 use efir_ir::{AxisState, Module};
 use egg::{Id, SymbolLang};
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -173,7 +174,96 @@ pub struct Enumerator<'a> {
     kind: Vec<Vec<Kind>>,
     /// The value class of each e-class.
     value: Vec<u32>,
-    interner: HashMap<(u32, Vec<u32>), u32>,
+    interner: FxHashMap<Vec<u32>, u32>,
+    /// The interner's lookup buffer.
+    ibuf: Vec<u32>,
+    scratch: Scratch,
+    /// Options that compute nothing: parameters and constants.
+    leaf: Vec<Vec<bool>>,
+    /// Whether each class is a root (its value is a result).
+    is_root: Vec<bool>,
+    /// How each option reads the fields of its tuple operands.
+    fields: Vec<Vec<FieldUse>>,
+    /// The number of fields of each tuple-typed class (0 for tensors).
+    arity: Vec<u32>,
+}
+
+/// How an e-node reads the fields of its tuple-typed operands.
+#[derive(Clone, Copy, PartialEq)]
+enum FieldUse {
+    /// `tensor.get<i>`: field `i` only.
+    Get(u32),
+    /// Field `i` of the result needs field `i` of the operand only (views,
+    /// combines, collections, reductions with a product reducer).
+    Fieldwise,
+    /// `tensor.tuple`: builds the fields from tensors.
+    Construct,
+    /// Every field.
+    All,
+}
+
+/// Per-class results of the last [`Enumerator::canon_parts`] call, reused
+/// between calls: an entry is valid when its stamp is the call's.
+#[derive(Default)]
+struct Scratch {
+    stamp: Vec<u32>,
+    now: u32,
+    hwords: usize,
+    /// The key of each class reached from the roots.
+    memo: Vec<u32>,
+    /// Whether its value needs work beyond loads and pointwise ops (holes
+    /// count as work: they may be completed either way).
+    work: Vec<bool>,
+    /// The pointwise region it ends (an index into `regions`), if any.
+    region: Vec<u32>,
+    regions: Vec<Vec<u32>>,
+    /// The holes it reaches through chosen e-nodes (`hwords` words each,
+    /// bits over the state's sorted holes).
+    hreach: Vec<u64>,
+}
+
+impl Scratch {
+    fn start(&mut self, n: usize, hwords: usize) {
+        if self.stamp.len() != n || self.now == u32::MAX {
+            *self = Scratch {
+                stamp: vec![0; n],
+                memo: vec![0; n],
+                work: vec![false; n],
+                region: vec![u32::MAX; n],
+                ..Scratch::default()
+            };
+        }
+        self.now += 1;
+        self.regions.clear();
+        if self.hwords != hwords || self.hreach.len() != n * hwords {
+            self.hreach = vec![0; n * hwords];
+            self.hwords = hwords;
+        }
+    }
+
+    fn has(&self, c: usize) -> bool {
+        self.stamp[c] == self.now
+    }
+
+    fn set(&mut self, c: usize, key: u32, work: bool, region: u32) {
+        self.stamp[c] = self.now;
+        self.memo[c] = key;
+        self.work[c] = work;
+        self.region[c] = region;
+    }
+
+    fn hreach(&self, c: usize) -> &[u64] {
+        &self.hreach[c * self.hwords..(c + 1) * self.hwords]
+    }
+}
+
+/// A partial program's canonical form and what pruning needs from it.
+struct Canon {
+    /// The canonical form (equal numbers for equal forms).
+    key: u32,
+    /// Whether the program materializes a value that only needed loads
+    /// and pointwise work (see [`Enumerator::canon_parts`]).
+    invalid: bool,
 }
 
 /// How an e-node enters the canonical form (the number is its interned
@@ -394,8 +484,38 @@ impl<'a> Enumerator<'a> {
                 roots.push(*i);
             }
         }
+        let mut is_root = vec![false; ids.len()];
+        for r in &roots {
+            is_root[*r as usize] = true;
+        }
+        let leaf = options
+            .iter()
+            .map(|os| {
+                os.iter()
+                    .map(|n| {
+                        let op = n.op.as_str();
+                        op.starts_with("arg") || matches!(op, "tensor.full" | "tensor.iota")
+                    })
+                    .collect()
+            })
+            .collect();
+        let arity = ids
+            .iter()
+            .map(|id| match eg[*id].data.ty() {
+                Some(efir_ir::Type::Tuple(ts)) => ts.len() as u32,
+                _ => 0,
+            })
+            .collect();
+        let fields = options
+            .iter()
+            .map(|os| os.iter().map(|n| field_use(eg, n)).collect())
+            .collect();
         Enumerator {
             eg,
+            leaf,
+            is_root,
+            fields,
+            arity,
             roots,
             ids,
             index,
@@ -403,7 +523,9 @@ impl<'a> Enumerator<'a> {
             kids,
             kind,
             value,
-            interner: HashMap::new(),
+            interner: FxHashMap::default(),
+            ibuf: Vec::new(),
+            scratch: Scratch::default(),
         }
     }
 
@@ -420,12 +542,13 @@ impl<'a> Enumerator<'a> {
     /// (holes included) and the same context allow the same completions,
     /// and each completion gives equivalent programs: pruning one never
     /// removes a class.
-    fn context(&self, s: &State, memo: &HashMap<u32, u32>, hreach: &HashMap<u32, Vec<u64>>) -> u64 {
+    fn context(&self, s: &State) -> u64 {
+        let sc = &self.scratch;
         use std::hash::{Hash, Hasher};
         // Completions choose e-nodes for the unresolved classes reachable
         // from the holes through unresolved classes, and reference the
         // resolved classes on that region's frontier as they are.
-        let mut seen: HashSet<u32> = HashSet::new();
+        let mut seen: FxHashSet<u32> = FxHashSet::default();
         let mut stack: Vec<u32> = s.holes.clone();
         let mut region: Vec<u32> = Vec::new();
         while let Some(c) = stack.pop() {
@@ -436,8 +559,12 @@ impl<'a> Enumerator<'a> {
             if s.choice[c as usize] != NONE {
                 continue;
             }
-            for ks in &self.kids[c as usize] {
-                stack.extend(ks.iter().copied().filter(|k| !seen.contains(k)));
+            // Options the one-organization rule already rules out are never
+            // chosen by a completion: what they reference is not context.
+            for (j, ks) in self.kids[c as usize].iter().enumerate() {
+                if self.allowed(s, c, j) {
+                    stack.extend(ks.iter().copied().filter(|k| !seen.contains(k)));
+                }
             }
         }
         region.sort_unstable();
@@ -447,108 +574,201 @@ impl<'a> Enumerator<'a> {
             if s.choice[ci] == NONE {
                 (c, s.produced[self.value[ci] as usize]).hash(&mut hasher);
             } else {
-                (c, memo.get(&c), hreach.get(&c)).hash(&mut hasher);
+                (c, sc.memo[ci], sc.hreach(ci)).hash(&mut hasher);
             }
         }
         hasher.finish()
     }
 
-    fn intern(&mut self, label: u32, kids: Vec<u32>) -> u32 {
+    /// Whether the one-organization rule lets class `c` choose its option
+    /// `j` (once a value's organization is chosen it never changes).
+    fn allowed(&self, s: &State, c: u32, j: usize) -> bool {
+        match self.kind[c as usize][j] {
+            Kind::Pointwise(l) | Kind::Op(l) => {
+                let p = s.produced[self.value[c as usize] as usize];
+                p == u32::MAX || p == l
+            }
+            Kind::View | Kind::Materialize(_) => true,
+        }
+    }
+
+    /// Whether a complete program builds a tuple field that nothing reads:
+    /// a fused reduction that also computes a value the program gets some
+    /// other way (or not at all). The same program without that field does
+    /// strictly less work, so such programs are not candidates.
+    fn dead_field(&self, s: &State) -> bool {
+        // Consumers before producers: reverse post-order from the roots.
+        let mut post: Vec<u32> = Vec::new();
+        let mut seen: FxHashSet<u32> = FxHashSet::default();
+        let mut stack: Vec<(u32, bool)> = self.roots.iter().map(|r| (*r, false)).collect();
+        while let Some((c, done)) = stack.pop() {
+            if done {
+                post.push(c);
+                continue;
+            }
+            if !seen.insert(c) {
+                continue;
+            }
+            stack.push((c, true));
+            let j = s.choice[c as usize];
+            if j != NONE {
+                for k in &self.kids[c as usize][j as usize] {
+                    stack.push((*k, false));
+                }
+            }
+        }
+        let all = |c: u32| -> u64 {
+            let a = self.arity[c as usize].min(63);
+            (1u64 << a) - 1
+        };
+        let mut live: FxHashMap<u32, u64> = self.roots.iter().map(|r| (*r, all(*r))).collect();
+        for c in post.into_iter().rev() {
+            let j = s.choice[c as usize];
+            if j == NONE {
+                continue;
+            }
+            let here = live.get(&c).copied().unwrap_or(0);
+            let use_ = self.fields[c as usize][j as usize];
+            if use_ == FieldUse::Construct && self.arity[c as usize] > 0 && here != all(c) {
+                return true;
+            }
+            for k in &self.kids[c as usize][j as usize] {
+                if self.arity[*k as usize] == 0 {
+                    continue;
+                }
+                let add = match use_ {
+                    FieldUse::Get(i) => 1u64 << i.min(63),
+                    FieldUse::Fieldwise => here,
+                    FieldUse::Construct | FieldUse::All => all(*k),
+                };
+                *live.entry(*k).or_insert(0) |= add;
+            }
+        }
+        false
+    }
+
+    fn intern(&mut self, label: u32, kids: &[u32]) -> u32 {
+        self.ibuf.clear();
+        self.ibuf.push(label);
+        self.ibuf.extend_from_slice(kids);
+        if let Some(k) = self.interner.get(self.ibuf.as_slice()) {
+            return *k;
+        }
         let n = self.interner.len() as u32;
-        *self.interner.entry((label, kids)).or_insert(n)
+        self.interner.insert(self.ibuf.clone(), n);
+        n
     }
 
     /// The canonical form of a (partial) program: a number that is equal for
     /// two programs exactly when their canonical forms are equal.
-    fn canon(&mut self, s: &State) -> u32 {
-        self.canon_parts(s).0
+    fn canon(&mut self, s: &State) -> Canon {
+        self.canon_parts(s)
     }
 
     /// The canonical form, the key of every class reached from the roots,
     /// and the holes (bitsets over `s.holes`) each resolved class reaches
-    /// through chosen e-nodes.
-    #[allow(clippy::type_complexity)]
-    fn canon_parts(&mut self, s: &State) -> (u32, HashMap<u32, u32>, HashMap<u32, Vec<u64>>) {
-        // The key of each resolved class, and for classes computed by a
+    /// through chosen e-nodes. It also checks one rule of the candidate
+    /// space: a program does not materialize (combine into a whole buffer) a
+    /// value whose computation is only loads and pointwise work over
+    /// parameters, constants and other materialized values, unless it is a
+    /// result. Such a kernel only moves data that every reader could
+    /// compute from the same loads; it is what fusion removes. The check is
+    /// monotone (a hole counts as work), so partial programs that fail it
+    /// are dropped at once.
+    fn canon_parts(&mut self, s: &State) -> Canon {
+        // Per-class results live in the scratch buffers, valid where their
+        // stamp is this call's: the key of each class reached, the holes it
+        // reaches, whether it needs work, and for classes computed by a
         // pointwise region, the region's inputs (sorted keys).
-        let mut memo: HashMap<u32, u32> = HashMap::new();
-        let mut region: HashMap<u32, Vec<u32>> = HashMap::new();
-        let hwords = s.holes.len().div_ceil(64).max(1);
+        let mut sc = std::mem::take(&mut self.scratch);
+        sc.start(self.ids.len(), s.holes.len().div_ceil(64).max(1));
+        let hw = sc.hwords;
         let mut sorted_holes = s.holes.clone();
         sorted_holes.sort_unstable();
-        let mut hreach: HashMap<u32, Vec<u64>> = HashMap::new();
+        let mut invalid = false;
+        let mut inputs: Vec<u32> = Vec::new();
         let mut stack: Vec<(u32, bool)> = self.roots.iter().rev().map(|r| (*r, false)).collect();
         while let Some((c, done)) = stack.pop() {
-            if memo.contains_key(&c) {
+            let ci = c as usize;
+            if sc.has(ci) {
                 continue;
             }
-            let j = s.choice[c as usize];
+            let j = s.choice[ci];
             if j == NONE {
-                let k = self.intern(HOLE, vec![c]);
-                memo.insert(c, k);
-                let mut bits = vec![0u64; hwords];
+                let k = self.intern(HOLE, &[c]);
+                sc.set(ci, k, true, u32::MAX);
+                sc.hreach[ci * hw..(ci + 1) * hw].fill(0);
                 if let Ok(i) = sorted_holes.binary_search(&c) {
-                    bits[i / 64] |= 1 << (i % 64);
+                    sc.hreach[ci * hw + i / 64] |= 1 << (i % 64);
                 }
-                hreach.insert(c, bits);
                 continue;
             }
-            let (ci, ji) = (c as usize, j as usize);
+            let ji = j as usize;
             if !done {
                 stack.push((c, true));
                 for k in self.kids[ci][ji].iter().rev() {
-                    if !memo.contains_key(k) {
+                    if !sc.has(*k as usize) {
                         stack.push((*k, false));
                     }
                 }
                 continue;
             }
             let kids = &self.kids[ci][ji];
-            let mut bits = vec![0u64; hwords];
+            sc.hreach[ci * hw..(ci + 1) * hw].fill(0);
             for x in kids {
-                if let Some(b) = hreach.get(x) {
-                    for (a, b) in bits.iter_mut().zip(b) {
-                        *a |= b;
-                    }
+                let x = *x as usize;
+                for w in 0..hw {
+                    sc.hreach[ci * hw + w] |= sc.hreach[x * hw + w];
                 }
             }
-            hreach.insert(c, bits);
+            let w = !self.leaf[ci][ji]
+                && match self.kind[ci][ji] {
+                    Kind::View => sc.work[kids[0] as usize],
+                    Kind::Pointwise(_) => kids.iter().any(|x| sc.work[*x as usize]),
+                    Kind::Materialize(_) => {
+                        invalid |= !sc.work[kids[0] as usize] && !self.is_root[ci];
+                        false
+                    }
+                    Kind::Op(_) => true,
+                };
             match self.kind[ci][ji] {
                 Kind::View => {
-                    let k = memo[&kids[0]];
-                    memo.insert(c, k);
-                    if let Some(r) = region.get(&kids[0]).cloned() {
-                        region.insert(c, r);
-                    }
+                    let x = kids[0] as usize;
+                    sc.set(ci, sc.memo[x], w, sc.region[x]);
                 }
                 Kind::Pointwise(l) => {
-                    let mut inputs: Vec<u32> = Vec::new();
+                    inputs.clear();
                     for x in kids {
-                        match region.get(x) {
-                            Some(r) => inputs.extend(r.iter().copied()),
-                            None => inputs.push(memo[x]),
+                        let x = *x as usize;
+                        match sc.region[x] {
+                            u32::MAX => inputs.push(sc.memo[x]),
+                            r => inputs.extend_from_slice(&sc.regions[r as usize]),
                         }
                     }
                     inputs.sort_unstable();
                     inputs.dedup();
-                    let k = self.intern(l, inputs.clone());
-                    memo.insert(c, k);
-                    region.insert(c, inputs);
+                    let k = self.intern(l, &inputs);
+                    let r = sc.regions.len() as u32;
+                    sc.regions.push(inputs.clone());
+                    sc.set(ci, k, w, r);
                 }
                 Kind::Materialize(l) => {
-                    let k = vec![memo[&kids[0]]];
-                    let k = self.intern(l, k);
-                    memo.insert(c, k);
+                    let k = self.intern(l, &[sc.memo[kids[0] as usize]]);
+                    sc.set(ci, k, w, u32::MAX);
                 }
                 Kind::Op(l) => {
-                    let k: Vec<u32> = kids.iter().map(|x| memo[x]).collect();
-                    let k = self.intern(l, k);
-                    memo.insert(c, k);
+                    inputs.clear();
+                    inputs.extend(kids.iter().map(|x| sc.memo[*x as usize]));
+                    let k = self.intern(l, &inputs);
+                    sc.set(ci, k, w, u32::MAX);
                 }
             }
         }
-        let roots: Vec<u32> = self.roots.iter().map(|r| memo[r]).collect();
-        (self.intern(ROOTS, roots), memo, hreach)
+        inputs.clear();
+        inputs.extend(self.roots.iter().map(|r| sc.memo[*r as usize]));
+        let key = self.intern(ROOTS, &inputs);
+        self.scratch = sc;
+        Canon { key, invalid }
     }
 
     /// Whether choosing e-node `j` for class `c` closes a cycle through the
@@ -604,8 +824,12 @@ impl<'a> Enumerator<'a> {
         }]];
         let mut split = false;
         let mut turn = 0usize;
-        let mut seen_partial: HashSet<(u32, u64)> = HashSet::new();
-        let mut seen_complete: HashSet<u32> = HashSet::new();
+        let mut seen_partial: FxHashSet<(u32, u64)> = FxHashSet::default();
+        let mut seen_complete: FxHashSet<u32> = FxHashSet::default();
+        // Keys of complete programs outside the candidate space (both rules
+        // depend only on the canonical form, so they are checked once per
+        // key).
+        let mut rejected: FxHashSet<u32> = FxHashSet::default();
         loop {
             stacks.retain(|st| !st.is_empty());
             if stacks.is_empty() {
@@ -673,9 +897,18 @@ impl<'a> Enumerator<'a> {
                 }
                 t.holes.extend(uniq.into_iter().rev());
                 if t.holes.is_empty() {
+                    let cn = self.canon(&t);
+                    let key = cn.key;
+                    if rejected.contains(&key) {
+                        continue;
+                    }
+                    let fresh = !seen_complete.contains(&key);
+                    if fresh && (cn.invalid || self.dead_field(&t)) {
+                        rejected.insert(key);
+                        continue;
+                    }
                     out.complete_programs += 1;
-                    let key = self.canon(&t);
-                    let fresh = seen_complete.insert(key);
+                    seen_complete.insert(key);
                     if fresh || mode == Mode::None {
                         out.candidates.push(self.chosen(&t));
                         out.keys.push(key);
@@ -685,12 +918,15 @@ impl<'a> Enumerator<'a> {
                     }
                     continue;
                 }
-                if mode == Mode::Early && {
-                    let (k, memo, hreach) = self.canon_parts(&t);
-                    !seen_partial.insert((k, self.context(&t, &memo, &hreach)))
-                } {
-                    out.pruned += 1;
-                    continue;
+                if mode == Mode::Early {
+                    let cn = self.canon_parts(&t);
+                    if cn.invalid {
+                        continue;
+                    }
+                    if !seen_partial.insert((cn.key, self.context(&t))) {
+                        out.pruned += 1;
+                        continue;
+                    }
                 }
                 next.push(t);
             }
@@ -728,6 +964,30 @@ impl<'a> Enumerator<'a> {
     /// The dense index of an e-class.
     pub fn index_of(&self, id: Id) -> Option<u32> {
         self.index.get(&self.eg.find(id)).copied()
+    }
+}
+
+/// How an e-node reads the fields of its tuple operands.
+fn field_use(eg: &EGraph, n: &SymbolLang) -> FieldUse {
+    let attrs = node_attrs(eg, n);
+    let attr = |k: &str| {
+        attrs
+            .iter()
+            .find(|(a, _)| a == k)
+            .map(|(_, v)| v.to_string())
+    };
+    match n.op.as_str() {
+        "tensor.get" => FieldUse::Get(attr("index").and_then(|v| v.parse().ok()).unwrap_or(0)),
+        "tensor.tuple" => FieldUse::Construct,
+        "par.partition" | "par.replicate" | "par.combine" | "par.collect" => FieldUse::Fieldwise,
+        // A product of independent reducers: field i of the state only
+        // needs field i of the input. Repaired reducers mix fields.
+        "tensor.reduce" | "par.reduce"
+            if attr("reducer").is_some_and(|r| r.starts_with("#red.prod")) =>
+        {
+            FieldUse::Fieldwise
+        }
+        _ => FieldUse::All,
     }
 }
 
