@@ -175,6 +175,9 @@ pub struct Enumerator<'a> {
     /// The value class of each e-class.
     value: Vec<u32>,
     interner: FxHashMap<Vec<u32>, u32>,
+    /// For classes whose every realization has the same key, the one
+    /// option `early` considers (see [`Enumerator::fixed_options`]).
+    fixed: Vec<Option<u16>>,
     /// The interner's lookup buffer.
     ibuf: Vec<u32>,
     scratch: Scratch,
@@ -510,8 +513,9 @@ impl<'a> Enumerator<'a> {
             .iter()
             .map(|os| os.iter().map(|n| field_use(eg, n)).collect())
             .collect();
-        Enumerator {
+        let mut en = Enumerator {
             eg,
+            fixed: Vec::new(),
             leaf,
             is_root,
             fields,
@@ -526,6 +530,143 @@ impl<'a> Enumerator<'a> {
             interner: FxHashMap::default(),
             ibuf: Vec::new(),
             scratch: Scratch::default(),
+        };
+        en.fixed = en.fixed_options();
+        en
+    }
+
+    /// The classes whose every realization gives the same canonical key and
+    /// the option `early` uses for each (`None` elsewhere). A class is fixed
+    /// when every option is a parameter, a constant, a view or a pointwise
+    /// op over fixed classes (a `par.combine` of a fixed class into a whole
+    /// buffer is never a candidate unless the class is a result, see
+    /// [`Enumerator::canon_parts`]), no e-class of its value is computed by
+    /// another kind of op, and all its realizable options give one key.
+    ///
+    /// Why `early` may fix them (no class is lost): take any candidate and
+    /// replace the choice of every fixed class by its fixed option. Fixed
+    /// classes only reference fixed classes, and the fixed options are
+    /// acyclic (each was chosen when its operands already had keys), so the
+    /// result is acyclic; keys of fixed classes do not change, so neither
+    /// does any other key, and the one-organization rule still holds (a
+    /// fixed class's value has no other kind of producer). And a completion
+    /// never has a choice to make for a fixed class, so whether one is
+    /// resolved yet is not context.
+    fn fixed_options(&mut self) -> Vec<Option<u16>> {
+        let n = self.ids.len();
+        let mut other_op = vec![false; n];
+        for c in 0..n {
+            for j in 0..self.options[c].len() {
+                if matches!(self.kind[c][j], Kind::Op(_)) && !self.leaf[c][j] {
+                    other_op[self.value[c] as usize] = true;
+                }
+            }
+        }
+        let mut cand: Vec<bool> = (0..n).map(|c| !other_op[self.value[c] as usize]).collect();
+        loop {
+            // Greatest set closed under "every option is a leaf, a view or
+            // pointwise over candidates (or an invalid materialization)".
+            loop {
+                let mut changed = false;
+                for c in 0..n {
+                    if !cand[c] {
+                        continue;
+                    }
+                    let ok = (0..self.options[c].len()).all(|j| {
+                        self.leaf[c][j]
+                            || match self.kind[c][j] {
+                                Kind::View | Kind::Pointwise(_) => {
+                                    self.kids[c][j].iter().all(|k| cand[*k as usize])
+                                }
+                                Kind::Materialize(_) => {
+                                    !self.is_root[c]
+                                        && self.kids[c][j].iter().all(|k| cand[*k as usize])
+                                }
+                                Kind::Op(_) => false,
+                            }
+                    });
+                    if !ok {
+                        cand[c] = false;
+                        changed = true;
+                    }
+                }
+                if !changed {
+                    break;
+                }
+            }
+            // Keys bottom up (least fixed point): an option counts once its
+            // operands have keys; every counted option must agree.
+            let mut key: Vec<Option<(u32, Option<Vec<u32>>)>> = vec![None; n];
+            let mut pick: Vec<Option<u16>> = vec![None; n];
+            let mut bad = vec![false; n];
+            loop {
+                let mut changed = false;
+                for c in 0..n {
+                    if !cand[c] || bad[c] {
+                        continue;
+                    }
+                    for j in 0..self.options[c].len() {
+                        if matches!(self.kind[c][j], Kind::Materialize(_)) {
+                            continue;
+                        }
+                        let kids = self.kids[c][j].clone();
+                        if kids.iter().any(|k| key[*k as usize].is_none()) {
+                            continue;
+                        }
+                        let kv = match self.kind[c][j] {
+                            Kind::View => key[kids[0] as usize].clone().expect("keyed"),
+                            Kind::Pointwise(l) => {
+                                let mut inputs: Vec<u32> = Vec::new();
+                                for k in &kids {
+                                    match &key[*k as usize] {
+                                        Some((_, Some(r))) => inputs.extend_from_slice(r),
+                                        Some((k, None)) => inputs.push(*k),
+                                        None => unreachable!(),
+                                    }
+                                }
+                                inputs.sort_unstable();
+                                inputs.dedup();
+                                (self.intern(l, &inputs), Some(inputs))
+                            }
+                            Kind::Op(l) => {
+                                let ks: Vec<u32> = kids
+                                    .iter()
+                                    .map(|k| key[*k as usize].as_ref().expect("keyed").0)
+                                    .collect();
+                                (self.intern(l, &ks), None)
+                            }
+                            Kind::Materialize(_) => unreachable!(),
+                        };
+                        match &key[c] {
+                            None => {
+                                key[c] = Some(kv);
+                                pick[c] = Some(j as u16);
+                                changed = true;
+                            }
+                            Some(prev) if *prev != kv => {
+                                bad[c] = true;
+                                changed = true;
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                }
+                if !changed {
+                    break;
+                }
+            }
+            let mut shrunk = false;
+            for c in 0..n {
+                if cand[c] && (bad[c] || key[c].is_none()) {
+                    cand[c] = false;
+                    shrunk = true;
+                }
+            }
+            if !shrunk {
+                return (0..n)
+                    .map(|c| if cand[c] { pick[c] } else { None })
+                    .collect();
+            }
         }
     }
 
@@ -552,7 +693,7 @@ impl<'a> Enumerator<'a> {
         let mut stack: Vec<u32> = s.holes.clone();
         let mut region: Vec<u32> = Vec::new();
         while let Some(c) = stack.pop() {
-            if !seen.insert(c) {
+            if self.fixed[c as usize].is_some() || !seen.insert(c) {
                 continue;
             }
             region.push(c);
@@ -578,6 +719,15 @@ impl<'a> Enumerator<'a> {
             }
         }
         hasher.finish()
+    }
+
+    /// The options of class `c` the enumeration tries: a fixed class has
+    /// one under `early`.
+    fn choices(&self, mode: Mode, c: u32) -> std::ops::Range<usize> {
+        match (mode, self.fixed[c as usize]) {
+            (Mode::Early, Some(j)) => j as usize..j as usize + 1,
+            _ => 0..self.options[c as usize].len(),
+        }
     }
 
     /// Whether the one-organization rule lets class `c` choose its option
@@ -855,14 +1005,14 @@ impl<'a> Enumerator<'a> {
             // the state, so pruning stays sound.
             let Some(pos) = (0..s.holes.len())
                 .rev()
-                .min_by_key(|i| self.options[s.holes[*i] as usize].len())
+                .min_by_key(|i| self.choices(mode, s.holes[*i]).len())
             else {
                 continue;
             };
             let h = s.holes.remove(pos);
             out.expanded_states += 1;
             let mut next = Vec::new();
-            for j in 0..self.options[h as usize].len() {
+            for j in self.choices(mode, h) {
                 if self.cycles(&s, h, j) {
                     continue;
                 }
