@@ -1111,6 +1111,16 @@ impl<'a> Enumerator<'a> {
             .collect()
     }
 
+    /// Turn the fixed-class shortcut of `early` off (an ablation, used to
+    /// test that it loses no class) or back on.
+    pub fn use_fixed_classes(&mut self, on: bool) {
+        self.fixed = if on {
+            self.fixed_options()
+        } else {
+            vec![None; self.ids.len()]
+        };
+    }
+
     /// The dense index of an e-class.
     pub fn index_of(&self, id: Id) -> Option<u32> {
         self.index.get(&self.eg.find(id)).copied()

@@ -163,19 +163,58 @@ fn early_compaction_finishes_on_ngpt() {
 fn modes_agree_on_ngpt() {
     // `early` prunes only partial programs whose completions agree (same
     // canonical form, same choices where the holes can reach): it finds the
-    // classes `after` finds.
+    // classes `after` finds. One enumerator runs both, so the keys (interned
+    // per enumerator) compare as sets.
     let src = std::fs::read_to_string(root().join("examples/small/ngpt.efir")).unwrap();
     let (m, d) = parse_and_verify(&src, &efir_registry::registry());
     assert!(d.is_empty());
     let g = saturated(&m);
-    let early = Enumerator::new(&g).run(Mode::Early, usize::MAX, 600.0, usize::MAX);
-    let after = Enumerator::new(&g).run(Mode::After, usize::MAX, 600.0, usize::MAX);
+    let mut en = Enumerator::new(&g);
+    let early = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+    let after = en.run(Mode::After, usize::MAX, 600.0, usize::MAX);
     assert!(early.complete && after.complete);
     assert_eq!(early.classes, after.classes);
+    let (ke, ka): (BTreeSet<u32>, BTreeSet<u32>) = (
+        early.keys.iter().copied().collect(),
+        after.keys.iter().copied().collect(),
+    );
+    assert_eq!(ke, ka);
     assert!(
-        early.expanded_states * 10 < after.expanded_states,
+        early.expanded_states * 100 < after.expanded_states,
         "{} vs {}",
         early.expanded_states,
         after.expanded_states
     );
+}
+
+#[test]
+fn fixed_classes_lose_no_class() {
+    // `early` tries one e-node of a fixed class (loads and pointwise ops with
+    // one key); with the shortcut off it must find exactly the same classes.
+    let src = "func @tg(%x: tensor<2x8xf16>, %w1: tensor<8x8xf16>, %g: tensor<8xf16>) -> tensor<2x8xf16> {
+  %xf = ew.cast %x : tensor<2x8xf32>
+  %gf = ew.cast %g : tensor<8xf32>
+  %xs = ew.mul %xf, %gf : tensor<2x8xf32>
+  %h = ew.cast %xs : tensor<2x8xf16>
+  %a = tensor.matmul %h, %w1 : tensor<2x8xf16>
+  %s = ew.sigmoid %a : tensor<2x8xf16>
+  %y = ew.mul %s, %a : tensor<2x8xf16>
+  return %y : tensor<2x8xf16>
+}
+";
+    let (m, d) = parse_and_verify(src, &efir_registry::registry());
+    assert!(d.is_empty());
+    let g = saturated(&m);
+    let mut en = Enumerator::new(&g);
+    let with = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+    en.use_fixed_classes(false);
+    let without = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+    assert!(with.complete && without.complete);
+    let (kw, ko): (BTreeSet<u32>, BTreeSet<u32>) = (
+        with.keys.iter().copied().collect(),
+        without.keys.iter().copied().collect(),
+    );
+    assert!(kw.len() > 100, "{}", kw.len());
+    assert_eq!(kw, ko);
+    assert!(with.expanded_states < without.expanded_states);
 }
