@@ -29,7 +29,11 @@
 //!   attributes and the axes of their result that hold partial results
 //!   (the reduction organization); partitioned and replicated axes are not
 //!   part of the key, because their tile sizes are schedule parameters and a
-//!   full-extent tile is the unpartitioned form.
+//!   full-extent tile is the unpartitioned form;
+//! - storage follows the kernels: a matmul, reduction or reducing combine
+//!   without parallel state is written to memory, so it is keyed as a
+//!   materialization of the op (like the op computed in tiles and combined),
+//!   and so is a result computed whole by a pointwise op.
 //!
 //! So candidates with different matmul structure, reduction organization or
 //! intermediate storage stay distinct.
@@ -183,6 +187,13 @@ pub struct Enumerator<'a> {
     scratch: Scratch,
     /// Options that compute nothing: parameters and constants.
     leaf: Vec<Vec<bool>>,
+    /// For matmuls, reductions and reducing combines whose result has no
+    /// parallel state (the kernels write those to memory), the label of a
+    /// materialization of that type.
+    stores: Vec<Vec<Option<u32>>>,
+    /// For each result class, the label of a materialization of its type:
+    /// a result is written to memory however it is computed.
+    root_store: Vec<u32>,
     /// Whether each class is a root (its value is a result).
     is_root: Vec<bool>,
     /// How each option reads the fields of its tuple operands.
@@ -459,6 +470,35 @@ impl<'a> Enumerator<'a> {
             .collect();
         // Labels of pointwise ops and other ops name their value class.
         let mut labels: HashMap<String, u32> = HashMap::new();
+        let stores: Vec<Vec<Option<u32>>> = (0..ids.len())
+            .map(|c| {
+                let ty = eg[ids[c]].data.ty();
+                let stateless = ty.is_some_and(|t| t.leaves().iter().all(|l| l.state.is_empty()));
+                (0..options[c].len())
+                    .map(|j| {
+                        let op = options[c][j].op.as_str();
+                        let structural = matches!(
+                            op,
+                            "tile.matmul" | "tensor.matmul" | "tensor.reduce" | "par.reduce"
+                        ) || (op == "par.combine" && cats[c][j].0 == 3);
+                        if !(structural && stateless) {
+                            return None;
+                        }
+                        let label = format!("materialize|{}", stateless_type(ty));
+                        let n = labels.len() as u32;
+                        Some(*labels.entry(label).or_insert(n))
+                    })
+                    .collect()
+            })
+            .collect();
+        let root_store: Vec<u32> = ids
+            .iter()
+            .map(|id| {
+                let label = format!("materialize|{}", stateless_type(eg[*id].data.ty()));
+                let n = labels.len() as u32;
+                *labels.entry(label).or_insert(n)
+            })
+            .collect();
         let kind = cats
             .into_iter()
             .enumerate()
@@ -515,6 +555,8 @@ impl<'a> Enumerator<'a> {
             .collect();
         let mut en = Enumerator {
             eg,
+            stores,
+            root_store,
             fixed: Vec::new(),
             leaf,
             is_root,
@@ -909,14 +951,32 @@ impl<'a> Enumerator<'a> {
                 Kind::Op(l) => {
                     inputs.clear();
                     inputs.extend(kids.iter().map(|x| sc.memo[*x as usize]));
-                    let k = self.intern(l, &inputs);
+                    let mut k = self.intern(l, &inputs);
+                    if let Some(m) = self.stores[ci][ji] {
+                        // Written to memory by its kernel: keyed like the
+                        // same op computed in tiles and combined into a
+                        // whole buffer (the grid is a schedule parameter).
+                        k = self.intern(m, &[k]);
+                    }
                     sc.set(ci, k, w, u32::MAX);
                 }
             }
         }
-        inputs.clear();
-        inputs.extend(self.roots.iter().map(|r| sc.memo[*r as usize]));
-        let key = self.intern(ROOTS, &inputs);
+        // A result computed whole by a pointwise op is stored like one
+        // computed in tiles and combined.
+        let mut roots: Vec<u32> = Vec::with_capacity(self.roots.len());
+        for i in 0..self.roots.len() {
+            let ri = self.roots[i] as usize;
+            let k = sc.memo[ri];
+            let j = s.choice[ri];
+            let k = if j != NONE && matches!(self.kind[ri][j as usize], Kind::Pointwise(_)) {
+                self.intern(self.root_store[ri], &[k])
+            } else {
+                k
+            };
+            roots.push(k);
+        }
+        let key = self.intern(ROOTS, &roots);
         self.scratch = sc;
         Canon { key, invalid }
     }
@@ -1127,6 +1187,18 @@ impl<'a> Enumerator<'a> {
     }
 }
 
+/// A type's tensors without their parallel state, as text.
+fn stateless_type(ty: Option<&efir_ir::Type>) -> String {
+    ty.map(|t| {
+        t.leaves()
+            .iter()
+            .map(|l| efir_ir::TensorType::new(l.dtype, l.shape.clone()).to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+    .unwrap_or_default()
+}
+
 /// How an e-node reads the fields of its tuple operands.
 fn field_use(eg: &EGraph, n: &SymbolLang) -> FieldUse {
     let attrs = node_attrs(eg, n);
@@ -1156,15 +1228,7 @@ fn field_use(eg: &EGraph, n: &SymbolLang) -> FieldUse {
 fn node_kind(eg: &EGraph, n: &SymbolLang, id: Id, kids: &[u32], ids: &[Id]) -> (u8, String) {
     let op = n.op.as_str();
     let ty = eg[id].data.ty();
-    let stateless = ty
-        .map(|t| {
-            t.leaves()
-                .iter()
-                .map(|l| efir_ir::TensorType::new(l.dtype, l.shape.clone()).to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default();
+    let stateless = stateless_type(ty);
     if op == "par.partition" || op == "par.replicate" {
         // A view is transparent: a value read through a partition or a
         // replicate is the same value, whatever the chain.
