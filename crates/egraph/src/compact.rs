@@ -853,14 +853,13 @@ impl<'a> Enumerator<'a> {
 
     /// The canonical form of a (partial) program: a number that is equal for
     /// two programs exactly when their canonical forms are equal.
-    fn canon(&mut self, s: &State) -> Canon {
-        self.canon_parts(s)
-    }
-
-    /// The canonical form, the key of every class reached from the roots,
-    /// and the holes (bitsets over `s.holes`) each resolved class reaches
-    /// through chosen e-nodes. It also checks one rule of the candidate
-    /// space: a program does not materialize (combine into a whole buffer) a
+    /// The canonical form of a (partial) program: a number that is equal for
+    /// two programs exactly when their canonical forms are equal. The key of
+    /// every class reached from the roots and the holes (bitsets over
+    /// `s.holes`) each reaches through chosen e-nodes are left in the
+    /// scratch buffers for [`Enumerator::context`]. It also checks one rule
+    /// of the candidate space: a program does not materialize (combine into
+    /// a whole buffer) a
     /// value whose computation is only loads and pointwise work over
     /// parameters, constants and other materialized values, unless it is a
     /// result. Such a kernel only moves data that every reader could
@@ -1107,7 +1106,7 @@ impl<'a> Enumerator<'a> {
                 }
                 t.holes.extend(uniq.into_iter().rev());
                 if t.holes.is_empty() {
-                    let cn = self.canon(&t);
+                    let cn = self.canon_parts(&t);
                     let key = cn.key;
                     if rejected.contains(&key) {
                         continue;
