@@ -859,10 +859,9 @@ impl<'a> Enumerator<'a> {
     /// `s.holes`) each reaches through chosen e-nodes are left in the
     /// scratch buffers for [`Enumerator::context`]. It also checks one rule
     /// of the candidate space: a program does not materialize (combine into
-    /// a whole buffer) a
-    /// value whose computation is only loads and pointwise work over
-    /// parameters, constants and other materialized values, unless it is a
-    /// result. Such a kernel only moves data that every reader could
+    /// a whole buffer) a value whose computation is only loads and pointwise
+    /// work over parameters, constants and other materialized values, unless
+    /// it is a result. Such a kernel only moves data that every reader could
     /// compute from the same loads; it is what fusion removes. The check is
     /// monotone (a hole counts as work), so partial programs that fail it
     /// are dropped at once.
