@@ -179,6 +179,9 @@ pub struct Enumerator<'a> {
     /// The value class of each e-class.
     value: Vec<u32>,
     interner: FxHashMap<Vec<u32>, u32>,
+    /// Where set, a progress line about once a second on stderr, naming
+    /// this function.
+    pub progress: Option<String>,
     /// For classes whose every realization has the same key, the one
     /// option `early` considers (see [`Enumerator::fixed_options`]).
     fixed: Vec<Option<u16>>,
@@ -555,6 +558,7 @@ impl<'a> Enumerator<'a> {
             .collect();
         let mut en = Enumerator {
             eg,
+            progress: None,
             stores,
             root_store,
             fixed: Vec::new(),
@@ -1034,6 +1038,7 @@ impl<'a> Enumerator<'a> {
         let mut turn = 0usize;
         let mut seen_partial: FxHashSet<(u32, u64)> = FxHashSet::default();
         let mut seen_complete: FxHashSet<u32> = FxHashSet::default();
+        let mut shown = start;
         // Keys of complete programs outside the candidate space (both rules
         // depend only on the canonical form, so they are checked once per
         // key).
@@ -1052,9 +1057,26 @@ impl<'a> Enumerator<'a> {
                 out.stopped_by = Some("max-states");
                 break;
             }
-            if out.expanded_states.is_multiple_of(256) && start.elapsed() > limit {
-                out.stopped_by = Some("time-limit");
-                break;
+            if out.expanded_states.is_multiple_of(256) {
+                if start.elapsed() > limit {
+                    out.stopped_by = Some("time-limit");
+                    break;
+                }
+                if let Some(name) = &self.progress {
+                    if shown.elapsed() >= Duration::from_secs(1) {
+                        shown = Instant::now();
+                        #[allow(clippy::print_stderr)]
+                        {
+                            eprintln!(
+                                "compact: @{name}: {} partial programs expanded, {} classes, {:.1} s of {:.1} s",
+                                out.expanded_states,
+                                seen_complete.len(),
+                                start.elapsed().as_secs_f64(),
+                                time_limit
+                            );
+                        }
+                    }
+                }
             }
             // Resolve a hole with the fewest options first (the last such
             // hole on the list): one-option holes never branch, so partial
@@ -1359,6 +1381,14 @@ impl Pass for Compact {
             let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
             let g = graph_of(f, m).map_err(|e| fail(cx, e))?;
             let mut en = Enumerator::new(&g);
+            // Progress on long enumerations, when a person is watching (or
+            // EFIR_PROGRESS is set).
+            if std::env::var_os("EFIR_PROGRESS").is_some() || {
+                use std::io::IsTerminal;
+                std::io::stderr().is_terminal()
+            } {
+                en.progress = Some(f.name.clone());
+            }
             let res = en.run(
                 self.mode,
                 self.max_candidates,
