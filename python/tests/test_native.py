@@ -217,15 +217,19 @@ def _rel(out, ref):
     return ((out.double() - ref).norm() / ref.norm()).item()
 
 
-@needs_torch
-def test_compile_goes_through_native(tmp_path):
+def _compile_gated_and_check(tmp_path, native):
     m, x = _gated()
     f = efir.compile(m, (x,), quiet=True, workdir=tmp_path)
-    assert f.native is True
+    assert f.native is native
     out = f(x)
     with torch.no_grad():
         ref = m.double()(x.double())  # converts m in place: after f ran
     assert _rel(out, ref) <= 1e-2
+
+
+@needs_torch
+def test_compile_goes_through_native(tmp_path):
+    _compile_gated_and_check(tmp_path, native=True)
     # the intermediate files are written as with the binaries
     assert "func @program.c0" in (tmp_path / "cands.efir").read_text()
     assert "def run(" in (tmp_path / "kernels.py").read_text()
@@ -237,13 +241,7 @@ def test_compile_falls_back_to_binaries(tmp_path, monkeypatch):
         pytest.skip("the efir-opt and efir-translate binaries are not built")
     monkeypatch.setenv("EFIR_BIN_DIR", str(_bin("efir-opt").parent))
     monkeypatch.setenv("EFIR_NO_NATIVE", "1")
-    m, x = _gated()
-    f = efir.compile(m, (x,), quiet=True, workdir=tmp_path)
-    assert f.native is False
-    out = f(x)
-    with torch.no_grad():
-        ref = m.double()(x.double())  # converts m in place: after f ran
-    assert _rel(out, ref) <= 1e-2
+    _compile_gated_and_check(tmp_path, native=False)
 
 
 @needs_torch

@@ -643,6 +643,7 @@ impl<'a> Enumerator<'a> {
             // Keys bottom up (least fixed point): an option counts once its
             // operands have keys; every counted option must agree.
             let mut key: Vec<Option<(u32, Option<Vec<u32>>)>> = vec![None; n];
+            let mut inputs: Vec<u32> = Vec::new();
             let mut pick: Vec<Option<u16>> = vec![None; n];
             let mut bad = vec![false; n];
             loop {
@@ -655,34 +656,26 @@ impl<'a> Enumerator<'a> {
                         if matches!(self.kind[c][j], Kind::Materialize(_)) {
                             continue;
                         }
-                        let kids = self.kids[c][j].clone();
-                        if kids.iter().any(|k| key[*k as usize].is_none()) {
+                        if self.kids[c][j].iter().any(|k| key[*k as usize].is_none()) {
                             continue;
                         }
-                        let kv = match self.kind[c][j] {
-                            Kind::View => key[kids[0] as usize].clone().expect("keyed"),
-                            Kind::Pointwise(l) => {
-                                let mut inputs: Vec<u32> = Vec::new();
-                                for k in &kids {
-                                    match &key[*k as usize] {
-                                        Some((_, Some(r))) => inputs.extend_from_slice(r),
-                                        Some((k, None)) => inputs.push(*k),
-                                        None => unreachable!(),
-                                    }
-                                }
-                                inputs.sort_unstable();
-                                inputs.dedup();
-                                (self.intern(l, &inputs), Some(inputs))
-                            }
-                            Kind::Op(l) => {
-                                let ks: Vec<u32> = kids
-                                    .iter()
-                                    .map(|k| key[*k as usize].as_ref().expect("keyed").0)
-                                    .collect();
-                                (self.intern(l, &ks), None)
-                            }
-                            Kind::Materialize(_) => unreachable!(),
+                        let k = self.node_key(
+                            c,
+                            j,
+                            |x| {
+                                let (k, r) = key[x as usize].as_ref().expect("operands are keyed");
+                                (*k, r.as_deref())
+                            },
+                            &mut inputs,
+                        );
+                        let region = match self.kind[c][j] {
+                            Kind::View => key[self.kids[c][j][0] as usize]
+                                .as_ref()
+                                .and_then(|(_, r)| r.clone()),
+                            Kind::Pointwise(_) => Some(inputs.clone()),
+                            _ => None,
                         };
+                        let kv = (k, region);
                         match &key[c] {
                             None => {
                                 key[c] = Some(kv);
@@ -843,6 +836,50 @@ impl<'a> Enumerator<'a> {
         false
     }
 
+    /// The key of option `j` of class `c`, given each operand's key and,
+    /// where a pointwise region ends at the operand, the region's inputs
+    /// (`kid`). The one place the canonical form is defined node by node:
+    /// a view is its operand; a pointwise op is its value's label over the
+    /// set of its region's inputs (left in `inputs`); a materialization or
+    /// another op is its label over its operands' keys, and an op whose
+    /// kernel writes its result to memory is keyed as materialized.
+    fn node_key<'r>(
+        &mut self,
+        c: usize,
+        j: usize,
+        kid: impl Fn(u32) -> (u32, Option<&'r [u32]>),
+        inputs: &mut Vec<u32>,
+    ) -> u32 {
+        inputs.clear();
+        let kids = &self.kids[c][j];
+        let label = match self.kind[c][j] {
+            Kind::View => return kid(kids[0]).0,
+            Kind::Pointwise(l) => {
+                for x in kids {
+                    match kid(*x) {
+                        (_, Some(r)) => inputs.extend_from_slice(r),
+                        (k, None) => inputs.push(k),
+                    }
+                }
+                inputs.sort_unstable();
+                inputs.dedup();
+                l
+            }
+            Kind::Materialize(l) | Kind::Op(l) => {
+                inputs.extend(kids.iter().map(|x| kid(*x).0));
+                l
+            }
+        };
+        let k = self.intern(label, inputs);
+        match self.stores[c][j] {
+            // Written to memory by its kernel: keyed like the same op
+            // computed in tiles and combined into a whole buffer (the grid
+            // is a schedule parameter).
+            Some(m) => self.intern(m, &[k]),
+            None => k,
+        }
+    }
+
     fn intern(&mut self, label: u32, kids: &[u32]) -> u32 {
         self.ibuf.clear();
         self.ibuf.push(label);
@@ -925,44 +962,28 @@ impl<'a> Enumerator<'a> {
                     }
                     Kind::Op(_) => true,
                 };
-            match self.kind[ci][ji] {
-                Kind::View => {
-                    let x = kids[0] as usize;
-                    sc.set(ci, sc.memo[x], w, sc.region[x]);
-                }
-                Kind::Pointwise(l) => {
-                    inputs.clear();
-                    for x in kids {
-                        let x = *x as usize;
-                        match sc.region[x] {
-                            u32::MAX => inputs.push(sc.memo[x]),
-                            r => inputs.extend_from_slice(&sc.regions[r as usize]),
-                        }
-                    }
-                    inputs.sort_unstable();
-                    inputs.dedup();
-                    let k = self.intern(l, &inputs);
-                    let r = sc.regions.len() as u32;
+            let k = self.node_key(
+                ci,
+                ji,
+                |x| {
+                    let x = x as usize;
+                    let r = match sc.region[x] {
+                        u32::MAX => None,
+                        r => Some(sc.regions[r as usize].as_slice()),
+                    };
+                    (sc.memo[x], r)
+                },
+                &mut inputs,
+            );
+            let region = match self.kind[ci][ji] {
+                Kind::View => sc.region[self.kids[ci][ji][0] as usize],
+                Kind::Pointwise(_) => {
                     sc.regions.push(inputs.clone());
-                    sc.set(ci, k, w, r);
+                    sc.regions.len() as u32 - 1
                 }
-                Kind::Materialize(l) => {
-                    let k = self.intern(l, &[sc.memo[kids[0] as usize]]);
-                    sc.set(ci, k, w, u32::MAX);
-                }
-                Kind::Op(l) => {
-                    inputs.clear();
-                    inputs.extend(kids.iter().map(|x| sc.memo[*x as usize]));
-                    let mut k = self.intern(l, &inputs);
-                    if let Some(m) = self.stores[ci][ji] {
-                        // Written to memory by its kernel: keyed like the
-                        // same op computed in tiles and combined into a
-                        // whole buffer (the grid is a schedule parameter).
-                        k = self.intern(m, &[k]);
-                    }
-                    sc.set(ci, k, w, u32::MAX);
-                }
-            }
+                Kind::Materialize(_) | Kind::Op(_) => u32::MAX,
+            };
+            sc.set(ci, k, w, region);
         }
         // A result computed whole by a pointwise op is stored like one
         // computed in tiles and combined.
