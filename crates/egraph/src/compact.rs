@@ -176,9 +176,26 @@ pub struct Enumerator<'a> {
     kids: Vec<Vec<Vec<u32>>>,
     /// How each option of each class enters the canonical form.
     kind: Vec<Vec<Kind>>,
-    /// The value class of each e-class.
+    /// The value class of each e-class: e-classes that hold the same value
+    /// under different parallel states (linked by views, materializations
+    /// and `par.reduce` loops), and e-classes computing the same op over
+    /// the same values.
     value: Vec<u32>,
+    /// Whether ops of two labels can produce a value class (otherwise the
+    /// one-organization rule never excludes an option of that value).
+    several_orgs: Vec<bool>,
+    /// The label each pointwise op or other op is keyed with in canonical
+    /// forms ([`TRANSPARENT`] for a `par.reduce`, keyed as its operand).
+    /// Unlike the labels in `kind` (which the one-organization rule
+    /// compares), these name the value class up to `par.reduce` loops and
+    /// leave out partial axes.
+    klabel: Vec<Vec<u32>>,
     interner: FxHashMap<Vec<u32>, u32>,
+    /// Value classes up to `par.reduce` loops (what keys name).
+    kvalue: Vec<u32>,
+    /// The value class (up to `par.reduce` loops) each interned key
+    /// computes (`u32::MAX` for holes and keys not seen in a program yet).
+    key_value: Vec<u32>,
     /// Where set, a progress line about once a second on stderr, naming
     /// this function.
     pub progress: Option<String>,
@@ -234,6 +251,10 @@ struct Scratch {
     /// The pointwise region it ends (an index into `regions`), if any.
     region: Vec<u32>,
     regions: Vec<Vec<u32>>,
+    /// Keys read by ops and pointwise regions, and keys of values with
+    /// work that a kernel stores.
+    used: Vec<u32>,
+    stored: Vec<u32>,
     /// The holes it reaches through chosen e-nodes (`hwords` words each,
     /// bits over the state's sorted holes).
     hreach: Vec<u64>,
@@ -252,6 +273,8 @@ impl Scratch {
         }
         self.now += 1;
         self.regions.clear();
+        self.used.clear();
+        self.stored.clear();
         if self.hwords != hwords || self.hreach.len() != n * hwords {
             self.hreach = vec![0; n * hwords];
             self.hwords = hwords;
@@ -294,12 +317,14 @@ enum Kind {
     Pointwise(u32),
     /// Assembles tiles into a value without parallel state: a kernel
     /// boundary.
-    Materialize(u32),
+    Materialize,
     /// Keyed by its label and its operands' keys.
     Op(u32),
 }
 
 const HOLE: u32 = u32::MAX;
+/// A `klabel` for an op keyed as its operand.
+const TRANSPARENT: u32 = u32::MAX;
 const ROOTS: u32 = u32::MAX - 1;
 
 /// Ops inside pointwise regions: their canonical form is the region's value
@@ -439,7 +464,7 @@ impl<'a> Enumerator<'a> {
             options.push(opts);
             kids.push(ks);
         }
-        let cats: Vec<Vec<(u8, String)>> = (0..ids.len())
+        let cats: Vec<Vec<(u8, String, String)>> = (0..ids.len())
             .map(|c| {
                 (0..options[c].len())
                     .map(|j| node_kind(eg, &options[c][j], ids[c], &kids[c][j], &ids))
@@ -450,7 +475,7 @@ impl<'a> Enumerator<'a> {
         // parallel states (linked by partitions, replicates and combines
         // that assemble tiles) share one (union-find). A partial result is
         // not its combined value.
-        let mut parent: Vec<u32> = (0..ids.len() as u32).collect();
+        let parent: Vec<u32> = (0..ids.len() as u32).collect();
         fn find(p: &mut [u32], mut x: u32) -> u32 {
             while p[x as usize] != x {
                 p[x as usize] = p[p[x as usize] as usize];
@@ -458,21 +483,112 @@ impl<'a> Enumerator<'a> {
             }
             x
         }
-        for (c, cs) in cats.iter().enumerate() {
-            for (j, (cat, _)) in cs.iter().enumerate() {
-                if *cat == 0 || *cat == 2 {
-                    if let Some(k) = kids[c][j].first() {
-                        let (a, b) = (find(&mut parent, c as u32), find(&mut parent, *k));
-                        parent[a.max(b) as usize] = a.min(b);
+        let reduce_loop = |c: usize, j: usize| options[c][j].op.as_str() == "par.reduce";
+        let link = |parent: &mut Vec<u32>, loops: bool| {
+            for (c, cs) in cats.iter().enumerate() {
+                for (j, (cat, ..)) in cs.iter().enumerate() {
+                    if *cat == 0 || *cat == 2 || (loops && reduce_loop(c, j)) {
+                        if let Some(k) = kids[c][j].first() {
+                            let (a, b) = (find(parent, c as u32), find(parent, *k));
+                            parent[a.max(b) as usize] = a.min(b);
+                        }
                     }
                 }
             }
-        }
+        };
+        // Each option's op, attributes and type (with the partial axes of
+        // its result where `partial`), for ops that compute (not views,
+        // materializations or loops).
+        let cong_of = |partial: bool| -> Vec<Vec<Option<String>>> {
+            (0..ids.len())
+                .map(|c| {
+                    (0..options[c].len())
+                        .map(|j| {
+                            let n = &options[c][j];
+                            let computes = matches!(cats[c][j].0, 1 | 3) && !reduce_loop(c, j);
+                            computes.then(|| {
+                                let attrs: Vec<String> = node_attrs(eg, n)
+                                    .iter()
+                                    .map(|(a, v)| format!("{a}={v}"))
+                                    .collect();
+                                let ty = eg[ids[c]].data.ty();
+                                let ty = if partial {
+                                    partial_type(ty)
+                                } else {
+                                    stateless_type(ty)
+                                };
+                                format!("{}|{}|{ty}", n.op, attrs.join(","))
+                            })
+                        })
+                        .collect()
+                })
+                .collect()
+        };
+        // Congruence: the same op over the same values computes the same
+        // value, whichever e-classes hold it (say two collections of one
+        // partial result under different parallel states).
+        let congruence = |parent: &mut Vec<u32>, cong: &[Vec<Option<String>>]| loop {
+            let mut changed = false;
+            let mut by_op: HashMap<(&str, Vec<u32>), u32> = HashMap::new();
+            for (c, cs) in cong.iter().enumerate() {
+                for (j, op) in cs.iter().enumerate() {
+                    let Some(op) = op else { continue };
+                    let ks: Vec<u32> = kids[c][j].iter().map(|k| find(parent, *k)).collect();
+                    match by_op.entry((op.as_str(), ks)) {
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            e.insert(c as u32);
+                        }
+                        std::collections::hash_map::Entry::Occupied(e) => {
+                            let (a, b) = (find(parent, c as u32), find(parent, *e.get()));
+                            if a != b {
+                                parent[a.max(b) as usize] = a.min(b);
+                                changed = true;
+                            }
+                        }
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        };
+        let mut parent = parent;
+        link(&mut parent, false);
+        congruence(&mut parent, &cong_of(true));
         let value: Vec<u32> = (0..ids.len() as u32)
             .map(|c| find(&mut parent, c))
             .collect();
+        // For keys, a `par.reduce` is a loop over an axis's tiles: with a
+        // full-extent tile it is one iteration, so the partial result it
+        // reduces is keyed as the whole value (like a full-extent tile of a
+        // partitioned axis). A `par.collect` keeps partial results in memory
+        // and stays keyed.
+        let mut kparent = parent;
+        link(&mut kparent, true);
+        congruence(&mut kparent, &cong_of(false));
+        let kvalue: Vec<u32> = (0..ids.len() as u32)
+            .map(|c| find(&mut kparent, c))
+            .collect();
         // Labels of pointwise ops and other ops name their value class.
         let mut labels: HashMap<String, u32> = HashMap::new();
+        let klabel: Vec<Vec<u32>> = (0..ids.len())
+            .map(|c| {
+                (0..options[c].len())
+                    .map(|j| {
+                        let (cat, _, kl) = &cats[c][j];
+                        if reduce_loop(c, j) {
+                            return TRANSPARENT;
+                        }
+                        let label = match cat {
+                            1 | 3 => format!("k{}|{kl}", kvalue[c]),
+                            _ => kl.clone(),
+                        };
+                        let n = labels.len() as u32;
+                        *labels.entry(label).or_insert(n)
+                    })
+                    .collect()
+            })
+            .collect();
         let stores: Vec<Vec<Option<u32>>> = (0..ids.len())
             .map(|c| {
                 let ty = eg[ids[c]].data.ty();
@@ -502,22 +618,37 @@ impl<'a> Enumerator<'a> {
                 *labels.entry(label).or_insert(n)
             })
             .collect();
-        let kind = cats
-            .into_iter()
+        // The one-organization rule compares the labels options are keyed
+        // with, per value class up to `par.reduce` loops; a loop organizes
+        // nothing of its own (its operand's producer does).
+        // A loop is organized like the whole op: its label is the one its
+        // operand's producers share (none if they differ).
+        let loop_org = |c: usize, j: usize| -> u32 {
+            let k = kids[c][j][0] as usize;
+            let mut ls = (0..options[k].len())
+                .filter(|jk| matches!(cats[k][*jk].0, 1 | 3) && !reduce_loop(k, *jk))
+                .map(|jk| klabel[k][jk]);
+            match ls.next() {
+                Some(l) if ls.all(|m| m == l) => l,
+                _ => TRANSPARENT,
+            }
+        };
+        let kind: Vec<Vec<Kind>> = cats
+            .iter()
             .enumerate()
             .map(|(c, cs)| {
-                cs.into_iter()
-                    .map(|(cat, label)| {
-                        let label = match cat {
-                            1 | 3 => format!("{}|{label}", value[c]),
-                            _ => label,
+                cs.iter()
+                    .enumerate()
+                    .map(|(j, (cat, ..))| {
+                        let l = if reduce_loop(c, j) {
+                            loop_org(c, j)
+                        } else {
+                            klabel[c][j]
                         };
-                        let n = labels.len() as u32;
-                        let l = *labels.entry(label).or_insert(n);
                         match cat {
                             0 => Kind::View,
                             1 => Kind::Pointwise(l),
-                            2 => Kind::Materialize(l),
+                            2 => Kind::Materialize,
                             _ => Kind::Op(l),
                         }
                     })
@@ -571,12 +702,34 @@ impl<'a> Enumerator<'a> {
             index,
             options,
             kids,
+            several_orgs: Vec::new(),
+
             kind,
             value,
+            kvalue,
+            klabel,
             interner: FxHashMap::default(),
+            key_value: Vec::new(),
             ibuf: Vec::new(),
             scratch: Scratch::default(),
         };
+        let mut org: Vec<Option<u32>> = vec![None; en.ids.len()];
+        en.several_orgs = vec![false; en.ids.len()];
+        for c in 0..en.ids.len() {
+            let v = en.value[c] as usize;
+            for k in &en.kind[c] {
+                if let Kind::Pointwise(l) | Kind::Op(l) = k {
+                    if *l == TRANSPARENT {
+                        continue;
+                    }
+                    match org[v] {
+                        None => org[v] = Some(*l),
+                        Some(o) if o != *l => en.several_orgs[v] = true,
+                        Some(_) => {}
+                    }
+                }
+            }
+        }
         en.fixed = en.fixed_options();
         en
     }
@@ -624,7 +777,7 @@ impl<'a> Enumerator<'a> {
                                 Kind::View | Kind::Pointwise(_) => {
                                     self.kids[c][j].iter().all(|k| cand[*k as usize])
                                 }
-                                Kind::Materialize(_) => {
+                                Kind::Materialize => {
                                     !self.is_root[c]
                                         && self.kids[c][j].iter().all(|k| cand[*k as usize])
                                 }
@@ -653,7 +806,7 @@ impl<'a> Enumerator<'a> {
                         continue;
                     }
                     for j in 0..self.options[c].len() {
-                        if matches!(self.kind[c][j], Kind::Materialize(_)) {
+                        if matches!(self.kind[c][j], Kind::Materialize) {
                             continue;
                         }
                         if self.kids[c][j].iter().any(|k| key[*k as usize].is_none()) {
@@ -752,12 +905,35 @@ impl<'a> Enumerator<'a> {
         for c in region {
             let ci = c as usize;
             if s.choice[ci] == NONE {
-                (c, s.produced[self.value[ci] as usize]).hash(&mut hasher);
+                // The organization chosen for its value matters only where
+                // the value has several.
+                let v = self.value[ci] as usize;
+                let p = if self.several_orgs[v] {
+                    s.produced[v]
+                } else {
+                    0
+                };
+                (c, p).hash(&mut hasher);
             } else {
                 (c, sc.memo[ci], sc.hreach(ci)).hash(&mut hasher);
             }
         }
         hasher.finish()
+    }
+
+    /// Whether a pointwise region with these inputs reads one value in two
+    /// ways (say a stored buffer and the same value computed in the tile,
+    /// or two buffers of it): its kernel would do that work twice. Holes
+    /// are not counted (a region only gains inputs as they are resolved,
+    /// so the check is monotone).
+    fn reads_twice(&self, inputs: &[u32]) -> bool {
+        let mut vals: Vec<u32> = inputs
+            .iter()
+            .map(|k| self.key_value.get(*k as usize).copied().unwrap_or(u32::MAX))
+            .filter(|v| *v != u32::MAX)
+            .collect();
+        vals.sort_unstable();
+        vals.windows(2).any(|w| w[0] == w[1])
     }
 
     /// The options of class `c` the enumeration tries: a fixed class has
@@ -773,11 +949,11 @@ impl<'a> Enumerator<'a> {
     /// `j` (once a value's organization is chosen it never changes).
     fn allowed(&self, s: &State, c: u32, j: usize) -> bool {
         match self.kind[c as usize][j] {
-            Kind::Pointwise(l) | Kind::Op(l) => {
+            Kind::Pointwise(l) | Kind::Op(l) if l != TRANSPARENT => {
                 let p = s.produced[self.value[c as usize] as usize];
                 p == u32::MAX || p == l
             }
-            Kind::View | Kind::Materialize(_) => true,
+            _ => true,
         }
     }
 
@@ -850,11 +1026,28 @@ impl<'a> Enumerator<'a> {
         kid: impl Fn(u32) -> (u32, Option<&'r [u32]>),
         inputs: &mut Vec<u32>,
     ) -> u32 {
+        self.node_key_parts(c, j, kid, inputs).0
+    }
+
+    /// [`Enumerator::node_key`], and the key before a kernel's store wraps
+    /// it (the same where nothing is stored).
+    fn node_key_parts<'r>(
+        &mut self,
+        c: usize,
+        j: usize,
+        kid: impl Fn(u32) -> (u32, Option<&'r [u32]>),
+        inputs: &mut Vec<u32>,
+    ) -> (u32, u32) {
         inputs.clear();
         let kids = &self.kids[c][j];
-        let label = match self.kind[c][j] {
-            Kind::View => return kid(kids[0]).0,
-            Kind::Pointwise(l) => {
+        let label = self.klabel[c][j];
+        let k = match self.kind[c][j] {
+            Kind::View => {
+                let k = kid(kids[0]).0;
+                return (k, k);
+            }
+            Kind::Op(_) if label == TRANSPARENT => kid(kids[0]).0,
+            Kind::Pointwise(_) => {
                 for x in kids {
                     match kid(*x) {
                         (_, Some(r)) => inputs.extend_from_slice(r),
@@ -863,20 +1056,19 @@ impl<'a> Enumerator<'a> {
                 }
                 inputs.sort_unstable();
                 inputs.dedup();
-                l
+                self.intern(label, inputs)
             }
-            Kind::Materialize(l) | Kind::Op(l) => {
+            Kind::Materialize | Kind::Op(_) => {
                 inputs.extend(kids.iter().map(|x| kid(*x).0));
-                l
+                self.intern(label, inputs)
             }
         };
-        let k = self.intern(label, inputs);
         match self.stores[c][j] {
             // Written to memory by its kernel: keyed like the same op
             // computed in tiles and combined into a whole buffer (the grid
             // is a schedule parameter).
-            Some(m) => self.intern(m, &[k]),
-            None => k,
+            Some(m) => (self.intern(m, &[k]), k),
+            None => (k, k),
         }
     }
 
@@ -956,13 +1148,15 @@ impl<'a> Enumerator<'a> {
                 && match self.kind[ci][ji] {
                     Kind::View => sc.work[kids[0] as usize],
                     Kind::Pointwise(_) => kids.iter().any(|x| sc.work[*x as usize]),
-                    Kind::Materialize(_) => {
+                    Kind::Materialize => {
                         invalid |= !sc.work[kids[0] as usize] && !self.is_root[ci];
                         false
                     }
-                    Kind::Op(_) => true,
+                    // An op whose kernel writes its result to memory is a
+                    // load for its readers, like a materialization.
+                    Kind::Op(_) => self.stores[ci][ji].is_none(),
                 };
-            let k = self.node_key(
+            let (k, inner) = self.node_key_parts(
                 ci,
                 ji,
                 |x| {
@@ -975,13 +1169,42 @@ impl<'a> Enumerator<'a> {
                 },
                 &mut inputs,
             );
+            if self.key_value.len() <= k as usize {
+                self.key_value.resize(k as usize + 1, u32::MAX);
+            }
+            self.key_value[k as usize] = self.kvalue[ci];
+            match self.kind[ci][ji] {
+                Kind::Pointwise(_) => {
+                    invalid |= self.reads_twice(&inputs);
+                    sc.used.extend_from_slice(&inputs);
+                }
+                Kind::Materialize => {
+                    if sc.work[self.kids[ci][ji][0] as usize] {
+                        sc.stored.push(inputs[0]);
+                    }
+                }
+                Kind::Op(_) => {
+                    if self.klabel[ci][ji] != TRANSPARENT {
+                        sc.used.extend_from_slice(&inputs);
+                    }
+                    if self.stores[ci][ji].is_some() {
+                        sc.stored.push(inner);
+                    }
+                }
+                Kind::View => {}
+            }
             let region = match self.kind[ci][ji] {
                 Kind::View => sc.region[self.kids[ci][ji][0] as usize],
+                Kind::Op(_)
+                    if self.klabel[ci][ji] == TRANSPARENT && self.stores[ci][ji].is_none() =>
+                {
+                    sc.region[self.kids[ci][ji][0] as usize]
+                }
                 Kind::Pointwise(_) => {
                     sc.regions.push(inputs.clone());
                     sc.regions.len() as u32 - 1
                 }
-                Kind::Materialize(_) | Kind::Op(_) => u32::MAX,
+                Kind::Materialize | Kind::Op(_) => u32::MAX,
             };
             sc.set(ci, k, w, region);
         }
@@ -1000,6 +1223,12 @@ impl<'a> Enumerator<'a> {
             roots.push(k);
         }
         let key = self.intern(ROOTS, &roots);
+        // A value computed with work and stored is not computed again in
+        // another kernel: that kernel could load it instead (kernels write
+        // one buffer each, so a reader computing it is a second kernel).
+        sc.stored.sort_unstable();
+        sc.stored.dedup();
+        invalid |= sc.used.iter().any(|k| sc.stored.binary_search(k).is_ok());
         self.scratch = sc;
         Canon { key, invalid }
     }
@@ -1121,8 +1350,8 @@ impl<'a> Enumerator<'a> {
                 // states of the program need is computed the same way in each
                 // (recomputing it is fine, computing it differently is not).
                 let label = match self.kind[h as usize][j] {
-                    Kind::Pointwise(l) | Kind::Op(l) => Some(l),
-                    Kind::View | Kind::Materialize(_) => None,
+                    Kind::Pointwise(l) | Kind::Op(l) if l != TRANSPARENT => Some(l),
+                    _ => None,
                 };
                 let v = self.value[h as usize] as usize;
                 if let Some(l) = label {
@@ -1240,6 +1469,31 @@ fn stateless_type(ty: Option<&efir_ir::Type>) -> String {
     .unwrap_or_default()
 }
 
+/// A type's tensors with only the partial axes of their parallel state
+/// (which axes hold partial results), as text.
+fn partial_type(ty: Option<&efir_ir::Type>) -> String {
+    ty.map(|t| {
+        t.leaves()
+            .iter()
+            .map(|l| {
+                let partial: Vec<String> = l
+                    .state
+                    .iter()
+                    .filter(|(_, st)| matches!(st, AxisState::Partial(_)))
+                    .map(|(x, st)| format!("@{x}: {st}"))
+                    .collect();
+                format!(
+                    "{}[{}]",
+                    efir_ir::TensorType::new(l.dtype, l.shape.clone()),
+                    partial.join(",")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+    .unwrap_or_default()
+}
+
 /// How an e-node reads the fields of its tuple operands.
 fn field_use(eg: &EGraph, n: &SymbolLang) -> FieldUse {
     let attrs = node_attrs(eg, n);
@@ -1265,22 +1519,31 @@ fn field_use(eg: &EGraph, n: &SymbolLang) -> FieldUse {
 }
 
 /// How an e-node enters the canonical form: 0 view, 1 pointwise, 2
-/// materialize, 3 other op; and its label.
-fn node_kind(eg: &EGraph, n: &SymbolLang, id: Id, kids: &[u32], ids: &[Id]) -> (u8, String) {
+/// materialize, 3 other op; its label (for the one-organization rule), and
+/// the label it is keyed with, which leaves out partial axes (a partial
+/// result reduced by a `par.reduce` loop is keyed as the whole value).
+fn node_kind(
+    eg: &EGraph,
+    n: &SymbolLang,
+    id: Id,
+    kids: &[u32],
+    ids: &[Id],
+) -> (u8, String, String) {
     let op = n.op.as_str();
     let ty = eg[id].data.ty();
     let stateless = stateless_type(ty);
     if op == "par.partition" || op == "par.replicate" {
         // A view is transparent: a value read through a partition or a
         // replicate is the same value, whatever the chain.
-        return (0, String::new());
+        return (0, String::new(), String::new());
     }
     if pointwise(op) {
         // A pointwise region is keyed by the value it computes and its
         // inputs: how the expression is written (operand order, association,
         // where casts and factors sit, where it sits relative to the views)
         // does not matter.
-        return (1, format!("pointwise|{stateless}"));
+        let l = format!("pointwise|{stateless}");
+        return (1, l.clone(), l);
     }
     if op == "par.combine" {
         let kid_ty = kids.first().and_then(|k| eg[ids[*k as usize]].data.ty());
@@ -1297,9 +1560,10 @@ fn node_kind(eg: &EGraph, n: &SymbolLang, id: Id, kids: &[u32], ids: &[Id]) -> (
             // parallel state, which is materialized (a kernel boundary).
             let whole = ty.is_some_and(|t| t.leaves().iter().all(|l| l.state.is_empty()));
             return if whole {
-                (2, format!("materialize|{stateless}"))
+                let l = format!("materialize|{stateless}");
+                (2, l.clone(), l)
             } else {
-                (0, String::new())
+                (0, String::new(), String::new())
             };
         }
     }
@@ -1321,31 +1585,13 @@ fn node_kind(eg: &EGraph, n: &SymbolLang, id: Id, kids: &[u32], ids: &[Id]) -> (
             | "par.reduce"
             | "par.collect"
     );
+    let head = format!("{op}|{}", attrs.join(","));
     let ty = if structural {
-        ty.map(|t| {
-            t.leaves()
-                .iter()
-                .map(|l| {
-                    let partial: Vec<String> = l
-                        .state
-                        .iter()
-                        .filter(|(_, st)| matches!(st, AxisState::Partial(_)))
-                        .map(|(x, st)| format!("@{x}: {st}"))
-                        .collect();
-                    format!(
-                        "{}[{}]",
-                        efir_ir::TensorType::new(l.dtype, l.shape.clone()),
-                        partial.join(",")
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default()
+        partial_type(ty)
     } else {
-        stateless
+        stateless.clone()
     };
-    (3, format!("{op}|{}|{ty}", attrs.join(",")))
+    (3, format!("{head}|{ty}"), format!("{head}|{stateless}"))
 }
 
 /// Kernel count and materialized bytes of a candidate: every value without

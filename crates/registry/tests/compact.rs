@@ -54,7 +54,8 @@ fn every_candidate_equals_its_source() {
             .iter()
             .filter(|f| f.name.starts_with(&format!("{name}.c")))
             .collect();
-        assert_eq!(cands.len(), 6, "{name}");
+        // Six candidates, or all of them where there are fewer classes.
+        assert!((4..=6).contains(&cands.len()), "{name}: {}", cands.len());
         for c in cands {
             assert!(c.attrs.contains_key("kernels"), "{}", c.name);
             let mut b = m.clone();
@@ -191,18 +192,8 @@ fn modes_agree_on_ngpt() {
 fn fixed_classes_lose_no_class() {
     // `early` tries one e-node of a fixed class (loads and pointwise ops with
     // one key); with the shortcut off it must find exactly the same classes.
-    let src = "func @tg(%x: tensor<2x8xf16>, %w1: tensor<8x8xf16>, %g: tensor<8xf16>) -> tensor<2x8xf16> {
-  %xf = ew.cast %x : tensor<2x8xf32>
-  %gf = ew.cast %g : tensor<8xf32>
-  %xs = ew.mul %xf, %gf : tensor<2x8xf32>
-  %h = ew.cast %xs : tensor<2x8xf16>
-  %a = tensor.matmul %h, %w1 : tensor<2x8xf16>
-  %s = ew.sigmoid %a : tensor<2x8xf16>
-  %y = ew.mul %s, %a : tensor<2x8xf16>
-  return %y : tensor<2x8xf16>
-}
-";
-    let (m, d) = parse_and_verify(src, &efir_registry::registry());
+    let src = std::fs::read_to_string(root().join("examples/small/gated_mlp.efir")).unwrap();
+    let (m, d) = parse_and_verify(&src, &efir_registry::registry());
     assert!(d.is_empty());
     let g = saturated(&m);
     let mut en = Enumerator::new(&g);
@@ -214,7 +205,29 @@ fn fixed_classes_lose_no_class() {
         with.keys.iter().copied().collect(),
         without.keys.iter().copied().collect(),
     );
-    assert!(kw.len() > 100, "{}", kw.len());
+    assert!(kw.len() > 40, "{}", kw.len());
     assert_eq!(kw, ko);
     assert!(with.expanded_states < without.expanded_states);
+}
+
+#[test]
+fn modes_agree_on_gated_mlp() {
+    // A stored matmul is a load for its readers however it is stored (a
+    // whole matmul, or tiles combined into a buffer): `after` and `early`
+    // must find the same classes on a program with both.
+    let src = std::fs::read_to_string(root().join("examples/small/gated_mlp.efir")).unwrap();
+    let (m, d) = parse_and_verify(&src, &efir_registry::registry());
+    assert!(d.is_empty());
+    let g = saturated(&m);
+    let mut en = Enumerator::new(&g);
+    let after = en.run(Mode::After, usize::MAX, 600.0, usize::MAX);
+    let early = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+    assert!(after.complete && early.complete);
+    let (ka, ke): (BTreeSet<u32>, BTreeSet<u32>) = (
+        after.keys.iter().copied().collect(),
+        early.keys.iter().copied().collect(),
+    );
+    assert!(ka.len() > 40, "{}", ka.len());
+    assert_eq!(ka, ke);
+    assert!(early.expanded_states * 10 < after.expanded_states);
 }
