@@ -1594,38 +1594,53 @@ fn node_kind(
     (3, format!("{head}|{ty}"), format!("{head}|{stateless}"))
 }
 
-/// Kernel count and materialized bytes of a candidate: every value without
-/// parallel state computed by an op (not a view, constant, parameter or
-/// tuple bookkeeping; slices and concatenations are loads in their reader's
-/// kernel) is written to global memory by one kernel.
+/// Kernel count and materialized bytes of a candidate, as the lowering
+/// plans it (`efir_triton::plan`): every value that lives in global memory,
+/// other than a parameter, is written by one kernel. Those are the results,
+/// `par.collect` buffers, values without parallel state made by a matmul, a
+/// reduction or a combine, and pointwise values without parallel state that
+/// a slice or concatenation reads (pointwise values are otherwise
+/// recomputed by their readers). Bytes count the buffers that are not
+/// results.
 pub fn summary(eg: &EGraph, chosen: &HashMap<Id, SymbolLang>, roots: &[Id]) -> (usize, f64) {
+    let roots: HashSet<Id> = roots.iter().map(|r| eg.find(*r)).collect();
+    let stateless = |c: Id| {
+        eg[c]
+            .data
+            .ty()
+            .is_some_and(|t| t.leaves().iter().all(|l| l.state.is_empty()))
+    };
+    let mut sliced: HashSet<Id> = HashSet::new();
+    for n in chosen.values() {
+        if matches!(n.op.as_str(), "tensor.slice" | "tensor.concat") {
+            sliced.extend(node_operands(eg, n).iter().map(|c| eg.find(*c)));
+        }
+    }
     let mut kernels = 0;
     let mut bytes = 0.0;
-    let roots: HashSet<Id> = roots.iter().map(|r| eg.find(*r)).collect();
     for (c, n) in chosen {
+        let c = eg.find(*c);
         let op = n.op.as_str();
-        if op.starts_with("arg")
-            || matches!(
-                op,
-                "par.partition"
-                    | "par.replicate"
-                    | "tensor.full"
-                    | "tensor.iota"
-                    | "tensor.tuple"
-                    | "tensor.get"
-                    | "tensor.reshape"
-                    | "tensor.transpose"
-                    | "tensor.broadcast"
-                    | "tensor.slice"
-                    | "tensor.concat"
-            )
-        {
+        if op.starts_with("arg") || matches!(op, "tensor.full" | "tensor.iota") {
             continue;
         }
-        let Some(t) = eg[*c].data.ty() else { continue };
-        if t.leaves().iter().all(|l| l.state.is_empty()) {
-            kernels += 1;
-            if !roots.contains(&eg.find(*c)) {
+        let buffer = roots.contains(&c)
+            || op == "par.collect"
+            || (stateless(c)
+                && (matches!(
+                    op,
+                    "tile.matmul"
+                        | "tensor.matmul"
+                        | "tensor.reduce"
+                        | "par.reduce"
+                        | "par.combine"
+                ) || (pointwise(op) && sliced.contains(&c))));
+        if !buffer {
+            continue;
+        }
+        kernels += 1;
+        if !roots.contains(&c) {
+            if let Some(t) = eg[c].data.ty() {
                 bytes += crate::extract::bytes(t);
             }
         }

@@ -57,7 +57,14 @@ fn every_candidate_equals_its_source() {
         // Six candidates, or all of them where there are fewer classes.
         assert!((4..=6).contains(&cands.len()), "{name}: {}", cands.len());
         for c in cands {
-            assert!(c.attrs.contains_key("kernels"), "{}", c.name);
+            // The kernel count the pass reports is the lowering's.
+            let plan = efir_triton::plan(&m, c).unwrap();
+            assert_eq!(
+                c.attrs.get("kernels").and_then(|k| k.as_int()),
+                Some(plan.kernels.len() as i64),
+                "{}",
+                c.name
+            );
             let mut b = m.clone();
             // The candidate under the source's name, so both run the same function.
             b.funcs
