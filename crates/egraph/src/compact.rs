@@ -6,13 +6,17 @@
 //! programs*: programs whose unresolved e-classes are named holes `□c`,
 //! resolving first a hole with the fewest options.
 //!
-//! The candidate space has one more rule: a value is organized one way per
-//! program. Values are grouped into *value classes* (e-classes linked by
-//! partitions, replicates and combines that assemble tiles: the same value
-//! under different parallel states; a partial result is not its combined
-//! value); every e-class of a value class that the program computes with an
-//! op (not a view) uses the same kind of op, so a value may be recomputed
-//! under several states but not computed two different ways.
+//! The candidate space has more rules (see `docs/passes.md`): a value is
+//! organized one way per program, no tuple field is dead, no kernel of its
+//! own materializes pure pointwise work, a pointwise region reads each value
+//! one way, and a stored value is not recomputed by another kernel. Values
+//! are grouped into *value classes*: e-classes linked by partitions,
+//! replicates and combines that assemble tiles (the same value under
+//! different parallel states; a partial result is not its combined value),
+//! and e-classes computing the same op over the same values (congruence).
+//! Every e-class of a value class that the program computes with an op (not
+//! a view) uses the same kind of op, so a value may be recomputed under
+//! several states but not computed two different ways.
 //!
 //! Two candidates are equivalent (`≈`) when their canonical forms agree:
 //! - parallel views (`par.partition`, `par.replicate`, and `par.combine` of a
@@ -25,11 +29,14 @@
 //! - a `par.combine` that leaves a value without parallel state is a
 //!   materialization (a kernel boundary) and is keyed;
 //! - the ops that organize the computation (`tile.matmul`, `tensor.reduce`,
-//!   reducing combines, `par.reduce`, `par.collect`) are keyed with their
-//!   attributes and the axes of their result that hold partial results
-//!   (the reduction organization); partitioned and replicated axes are not
-//!   part of the key, because their tile sizes are schedule parameters and a
-//!   full-extent tile is the unpartitioned form;
+//!   reducing combines, `par.collect`) are keyed with their attributes and
+//!   operands; partitioned and replicated axes are not part of the key,
+//!   because their tile sizes are schedule parameters and a full-extent tile
+//!   is the unpartitioned form. For the same reason a `par.reduce` (a loop
+//!   over an axis's tiles, one iteration with a full-extent tile) is keyed
+//!   as its operand, and partial axes are not keyed: a K loop is the matmul
+//!   with its whole K in one tile, while a collection of partial results in
+//!   memory stays keyed;
 //! - storage follows the kernels: a matmul, reduction or reducing combine
 //!   without parallel state is written to memory, so it is keyed as a
 //!   materialization of the op (like the op computed in tiles and combined),
