@@ -212,6 +212,8 @@ pub struct Enumerator<'a> {
     /// The interner's lookup buffer.
     ibuf: Vec<u32>,
     scratch: Scratch,
+    /// Buffers of [`Enumerator::context`].
+    ctx: ContextScratch,
     /// Options that compute nothing: parameters and constants.
     leaf: Vec<Vec<bool>>,
     /// For matmuls, reductions and reducing combines whose result has no
@@ -302,6 +304,16 @@ impl Scratch {
     fn hreach(&self, c: usize) -> &[u64] {
         &self.hreach[c * self.hwords..(c + 1) * self.hwords]
     }
+}
+
+/// Buffers reused by [`Enumerator::context`]: a class is visited when its
+/// stamp is the call's.
+#[derive(Default)]
+struct ContextScratch {
+    stamp: Vec<u32>,
+    now: u32,
+    stack: Vec<u32>,
+    region: Vec<u32>,
 }
 
 /// A partial program's canonical form and what pruning needs from it.
@@ -719,6 +731,7 @@ impl<'a> Enumerator<'a> {
             key_value: Vec::new(),
             ibuf: Vec::new(),
             scratch: Scratch::default(),
+            ctx: ContextScratch::default(),
         };
         let mut org: Vec<Option<u32>> = vec![None; en.ids.len()];
         en.several_orgs = vec![false; en.ids.len()];
@@ -882,34 +895,50 @@ impl<'a> Enumerator<'a> {
     /// (holes included) and the same context allow the same completions,
     /// and each completion gives equivalent programs: pruning one never
     /// removes a class.
-    fn context(&self, s: &State) -> u64 {
-        let sc = &self.scratch;
+    fn context(&mut self, s: &State) -> u64 {
         use std::hash::{Hash, Hasher};
         // Completions choose e-nodes for the unresolved classes reachable
         // from the holes through unresolved classes, and reference the
-        // resolved classes on that region's frontier as they are.
-        let mut seen: FxHashSet<u32> = FxHashSet::default();
-        let mut stack: Vec<u32> = s.holes.clone();
-        let mut region: Vec<u32> = Vec::new();
+        // resolved classes on that region's frontier as they are. Visited
+        // classes carry this call's stamp.
+        let n = self.ids.len();
+        if self.ctx.stamp.len() != n || self.ctx.now == u32::MAX {
+            self.ctx.stamp = vec![0; n];
+            self.ctx.now = 0;
+        }
+        self.ctx.now += 1;
+        let now = self.ctx.now;
+        let mut stack = std::mem::take(&mut self.ctx.stack);
+        let mut region = std::mem::take(&mut self.ctx.region);
+        stack.clear();
+        region.clear();
+        stack.extend_from_slice(&s.holes);
         while let Some(c) = stack.pop() {
-            if self.fixed[c as usize].is_some() || !seen.insert(c) {
+            let ci = c as usize;
+            if self.fixed[ci].is_some() || self.ctx.stamp[ci] == now {
                 continue;
             }
+            self.ctx.stamp[ci] = now;
             region.push(c);
-            if s.choice[c as usize] != NONE {
+            if s.choice[ci] != NONE {
                 continue;
             }
             // Options the one-organization rule already rules out are never
             // chosen by a completion: what they reference is not context.
-            for (j, ks) in self.kids[c as usize].iter().enumerate() {
+            for (j, ks) in self.kids[ci].iter().enumerate() {
                 if self.allowed(s, c, j) {
-                    stack.extend(ks.iter().copied().filter(|k| !seen.contains(k)));
+                    stack.extend(
+                        ks.iter()
+                            .copied()
+                            .filter(|k| self.ctx.stamp[*k as usize] != now),
+                    );
                 }
             }
         }
+        let sc = &self.scratch;
         region.sort_unstable();
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        for c in region {
+        for &c in &region {
             let ci = c as usize;
             if s.choice[ci] == NONE {
                 // The organization chosen for its value matters only where
@@ -925,6 +954,8 @@ impl<'a> Enumerator<'a> {
                 (c, sc.memo[ci], sc.hreach(ci)).hash(&mut hasher);
             }
         }
+        self.ctx.stack = stack;
+        self.ctx.region = region;
         hasher.finish()
     }
 
