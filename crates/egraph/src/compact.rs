@@ -183,20 +183,15 @@ pub struct Enumerator<'a> {
     kids: Vec<Vec<Vec<u32>>>,
     /// How each option of each class enters the canonical form.
     kind: Vec<Vec<Kind>>,
-    /// The value class of each e-class: e-classes that hold the same value
-    /// under different parallel states (linked by views, materializations
-    /// and `par.reduce` loops), and e-classes computing the same op over
-    /// the same values.
+    /// The value class of each e-class (for the one-organization rule):
+    /// e-classes that hold the same value under different parallel states
+    /// (linked by views and materializations), and e-classes computing the
+    /// same op over the same values. A partial result is not its whole
+    /// value.
     value: Vec<u32>,
     /// Whether ops of two labels can produce a value class (otherwise the
     /// one-organization rule never excludes an option of that value).
     several_orgs: Vec<bool>,
-    /// The label each pointwise op or other op is keyed with in canonical
-    /// forms ([`TRANSPARENT`] for a `par.reduce`, keyed as its operand).
-    /// Unlike the labels in `kind` (which the one-organization rule
-    /// compares), these name the value class up to `par.reduce` loops and
-    /// leave out partial axes.
-    klabel: Vec<Vec<u32>>,
     interner: FxHashMap<Vec<u32>, u32>,
     /// Value classes up to `par.reduce` loops (what keys name).
     kvalue: Vec<u32>,
@@ -264,6 +259,8 @@ struct Scratch {
     /// work that a kernel stores.
     used: Vec<u32>,
     stored: Vec<u32>,
+    /// The value classes of a region's inputs (a buffer).
+    vals: Vec<u32>,
     /// The holes it reaches through chosen e-nodes (`hwords` words each,
     /// bits over the state's sorted holes).
     hreach: Vec<u64>,
@@ -326,7 +323,8 @@ struct Canon {
 }
 
 /// How an e-node enters the canonical form (the number is its interned
-/// label).
+/// label, which names its value class up to `par.reduce` loops; the
+/// one-organization rule compares the labels of pointwise ops and ops).
 #[derive(Clone, Copy)]
 enum Kind {
     /// Transparent: the value read through it is its operand's.
@@ -336,14 +334,27 @@ enum Kind {
     Pointwise(u32),
     /// Assembles tiles into a value without parallel state: a kernel
     /// boundary.
-    Materialize,
+    Materialize(u32),
     /// Keyed by its label and its operands' keys.
     Op(u32),
+    /// A `par.reduce` loop, keyed as its operand (one iteration with a
+    /// full-extent tile); organized like the ops that make its operand
+    /// (the label they share, if they do).
+    Loop(Option<u32>),
+}
+
+impl Kind {
+    /// The label the one-organization rule compares, if any.
+    fn org(self) -> Option<u32> {
+        match self {
+            Kind::Pointwise(l) | Kind::Op(l) => Some(l),
+            Kind::Loop(l) => l,
+            Kind::View | Kind::Materialize(_) => None,
+        }
+    }
 }
 
 const HOLE: u32 = u32::MAX;
-/// A `klabel` for an op keyed as its operand.
-const TRANSPARENT: u32 = u32::MAX;
 const ROOTS: u32 = u32::MAX - 1;
 
 /// Ops inside pointwise regions: their canonical form is the region's value
@@ -483,7 +494,7 @@ impl<'a> Enumerator<'a> {
             options.push(opts);
             kids.push(ks);
         }
-        let cats: Vec<Vec<(u8, String, String)>> = (0..ids.len())
+        let cats: Vec<Vec<(u8, String)>> = (0..ids.len())
             .map(|c| {
                 (0..options[c].len())
                     .map(|j| node_kind(eg, &options[c][j], ids[c], &kids[c][j], &ids))
@@ -590,20 +601,19 @@ impl<'a> Enumerator<'a> {
             .collect();
         // Labels of pointwise ops and other ops name their value class.
         let mut labels: HashMap<String, u32> = HashMap::new();
+        let mut label_id = |label: String| {
+            let n = labels.len() as u32;
+            *labels.entry(label).or_insert(n)
+        };
         let klabel: Vec<Vec<u32>> = (0..ids.len())
             .map(|c| {
                 (0..options[c].len())
                     .map(|j| {
-                        let (cat, _, kl) = &cats[c][j];
-                        if reduce_loop(c, j) {
-                            return TRANSPARENT;
-                        }
-                        let label = match cat {
+                        let (cat, kl) = &cats[c][j];
+                        label_id(match cat {
                             1 | 3 => format!("k{}|{kl}", kvalue[c]),
                             _ => kl.clone(),
-                        };
-                        let n = labels.len() as u32;
-                        *labels.entry(label).or_insert(n)
+                        })
                     })
                     .collect()
             })
@@ -611,7 +621,6 @@ impl<'a> Enumerator<'a> {
         let stores: Vec<Vec<Option<u32>>> = (0..ids.len())
             .map(|c| {
                 let ty = eg[ids[c]].data.ty();
-                let stateless = ty.is_some_and(|t| t.leaves().iter().all(|l| l.state.is_empty()));
                 (0..options[c].len())
                     .map(|j| {
                         let op = options[c][j].op.as_str();
@@ -619,55 +628,41 @@ impl<'a> Enumerator<'a> {
                             op,
                             "tile.matmul" | "tensor.matmul" | "tensor.reduce" | "par.reduce"
                         ) || (op == "par.combine" && cats[c][j].0 == 3);
-                        if !(structural && stateless) {
-                            return None;
-                        }
-                        let label = format!("materialize|{}", stateless_type(ty));
-                        let n = labels.len() as u32;
-                        Some(*labels.entry(label).or_insert(n))
+                        (structural && stateless(ty))
+                            .then(|| label_id(format!("materialize|{}", stateless_type(ty))))
                     })
                     .collect()
             })
             .collect();
         let root_store: Vec<u32> = ids
             .iter()
-            .map(|id| {
-                let label = format!("materialize|{}", stateless_type(eg[*id].data.ty()));
-                let n = labels.len() as u32;
-                *labels.entry(label).or_insert(n)
-            })
+            .map(|id| label_id(format!("materialize|{}", stateless_type(eg[*id].data.ty()))))
             .collect();
-        // The one-organization rule compares the labels options are keyed
-        // with, per value class up to `par.reduce` loops; a loop organizes
-        // nothing of its own (its operand's producer does).
-        // A loop is organized like the whole op: its label is the one its
-        // operand's producers share (none if they differ).
-        let loop_org = |c: usize, j: usize| -> u32 {
-            let k = kids[c][j][0] as usize;
-            let mut ls = (0..options[k].len())
-                .filter(|jk| matches!(cats[k][*jk].0, 1 | 3) && !reduce_loop(k, *jk))
-                .map(|jk| klabel[k][jk]);
-            match ls.next() {
-                Some(l) if ls.all(|m| m == l) => l,
-                _ => TRANSPARENT,
-            }
-        };
         let kind: Vec<Vec<Kind>> = cats
             .iter()
             .enumerate()
             .map(|(c, cs)| {
                 cs.iter()
                     .enumerate()
-                    .map(|(j, (cat, ..))| {
-                        let l = if reduce_loop(c, j) {
-                            loop_org(c, j)
-                        } else {
-                            klabel[c][j]
-                        };
+                    .map(|(j, (cat, _))| {
+                        let l = klabel[c][j];
+                        if reduce_loop(c, j) {
+                            let k = kids[c][j][0] as usize;
+                            let mut ls = (0..options[k].len())
+                                .filter(|jk| {
+                                    matches!(cats[k][*jk].0, 1 | 3) && !reduce_loop(k, *jk)
+                                })
+                                .map(|jk| klabel[k][jk]);
+                            let org = match ls.next() {
+                                Some(l) if ls.all(|m| m == l) => Some(l),
+                                _ => None,
+                            };
+                            return Kind::Loop(org);
+                        }
                         match cat {
                             0 => Kind::View,
                             1 => Kind::Pointwise(l),
-                            2 => Kind::Materialize,
+                            2 => Kind::Materialize(l),
                             _ => Kind::Op(l),
                         }
                     })
@@ -726,7 +721,6 @@ impl<'a> Enumerator<'a> {
             kind,
             value,
             kvalue,
-            klabel,
             interner: FxHashMap::default(),
             key_value: Vec::new(),
             ibuf: Vec::new(),
@@ -738,13 +732,10 @@ impl<'a> Enumerator<'a> {
         for c in 0..en.ids.len() {
             let v = en.value[c] as usize;
             for k in &en.kind[c] {
-                if let Kind::Pointwise(l) | Kind::Op(l) = k {
-                    if *l == TRANSPARENT {
-                        continue;
-                    }
+                if let Some(l) = k.org() {
                     match org[v] {
-                        None => org[v] = Some(*l),
-                        Some(o) if o != *l => en.several_orgs[v] = true,
+                        None => org[v] = Some(l),
+                        Some(o) if o != l => en.several_orgs[v] = true,
                         Some(_) => {}
                     }
                 }
@@ -776,7 +767,7 @@ impl<'a> Enumerator<'a> {
         let mut other_op = vec![false; n];
         for c in 0..n {
             for j in 0..self.options[c].len() {
-                if matches!(self.kind[c][j], Kind::Op(_)) && !self.leaf[c][j] {
+                if matches!(self.kind[c][j], Kind::Op(_) | Kind::Loop(_)) && !self.leaf[c][j] {
                     other_op[self.value[c] as usize] = true;
                 }
             }
@@ -797,11 +788,11 @@ impl<'a> Enumerator<'a> {
                                 Kind::View | Kind::Pointwise(_) => {
                                     self.kids[c][j].iter().all(|k| cand[*k as usize])
                                 }
-                                Kind::Materialize => {
+                                Kind::Materialize(_) => {
                                     !self.is_root[c]
                                         && self.kids[c][j].iter().all(|k| cand[*k as usize])
                                 }
-                                Kind::Op(_) => false,
+                                Kind::Op(_) | Kind::Loop(_) => false,
                             }
                     });
                     if !ok {
@@ -826,7 +817,7 @@ impl<'a> Enumerator<'a> {
                         continue;
                     }
                     for j in 0..self.options[c].len() {
-                        if matches!(self.kind[c][j], Kind::Materialize) {
+                        if matches!(self.kind[c][j], Kind::Materialize(_)) {
                             continue;
                         }
                         if self.kids[c][j].iter().any(|k| key[*k as usize].is_none()) {
@@ -964,12 +955,14 @@ impl<'a> Enumerator<'a> {
     /// or two buffers of it): its kernel would do that work twice. Holes
     /// are not counted (a region only gains inputs as they are resolved,
     /// so the check is monotone).
-    fn reads_twice(&self, inputs: &[u32]) -> bool {
-        let mut vals: Vec<u32> = inputs
-            .iter()
-            .map(|k| self.key_value.get(*k as usize).copied().unwrap_or(u32::MAX))
-            .filter(|v| *v != u32::MAX)
-            .collect();
+    fn reads_twice(&self, inputs: &[u32], vals: &mut Vec<u32>) -> bool {
+        vals.clear();
+        vals.extend(
+            inputs
+                .iter()
+                .map(|k| self.key_value.get(*k as usize).copied().unwrap_or(u32::MAX))
+                .filter(|v| *v != u32::MAX),
+        );
         vals.sort_unstable();
         vals.windows(2).any(|w| w[0] == w[1])
     }
@@ -986,12 +979,12 @@ impl<'a> Enumerator<'a> {
     /// Whether the one-organization rule lets class `c` choose its option
     /// `j` (once a value's organization is chosen it never changes).
     fn allowed(&self, s: &State, c: u32, j: usize) -> bool {
-        match self.kind[c as usize][j] {
-            Kind::Pointwise(l) | Kind::Op(l) if l != TRANSPARENT => {
+        match self.kind[c as usize][j].org() {
+            Some(l) => {
                 let p = s.produced[self.value[c as usize] as usize];
                 p == u32::MAX || p == l
             }
-            _ => true,
+            None => true,
         }
     }
 
@@ -1078,14 +1071,13 @@ impl<'a> Enumerator<'a> {
     ) -> (u32, u32) {
         inputs.clear();
         let kids = &self.kids[c][j];
-        let label = self.klabel[c][j];
         let k = match self.kind[c][j] {
             Kind::View => {
                 let k = kid(kids[0]).0;
                 return (k, k);
             }
-            Kind::Op(_) if label == TRANSPARENT => kid(kids[0]).0,
-            Kind::Pointwise(_) => {
+            Kind::Loop(_) => kid(kids[0]).0,
+            Kind::Pointwise(label) => {
                 for x in kids {
                     match kid(*x) {
                         (_, Some(r)) => inputs.extend_from_slice(r),
@@ -1096,7 +1088,7 @@ impl<'a> Enumerator<'a> {
                 inputs.dedup();
                 self.intern(label, inputs)
             }
-            Kind::Materialize | Kind::Op(_) => {
+            Kind::Materialize(label) | Kind::Op(label) => {
                 inputs.extend(kids.iter().map(|x| kid(*x).0));
                 self.intern(label, inputs)
             }
@@ -1186,13 +1178,13 @@ impl<'a> Enumerator<'a> {
                 && match self.kind[ci][ji] {
                     Kind::View => sc.work[kids[0] as usize],
                     Kind::Pointwise(_) => kids.iter().any(|x| sc.work[*x as usize]),
-                    Kind::Materialize => {
+                    Kind::Materialize(_) => {
                         invalid |= !sc.work[kids[0] as usize] && !self.is_root[ci];
                         false
                     }
                     // An op whose kernel writes its result to memory is a
                     // load for its readers, like a materialization.
-                    Kind::Op(_) => self.stores[ci][ji].is_none(),
+                    Kind::Op(_) | Kind::Loop(_) => self.stores[ci][ji].is_none(),
                 };
             let (k, inner) = self.node_key_parts(
                 ci,
@@ -1213,36 +1205,30 @@ impl<'a> Enumerator<'a> {
             self.key_value[k as usize] = self.kvalue[ci];
             match self.kind[ci][ji] {
                 Kind::Pointwise(_) => {
-                    invalid |= self.reads_twice(&inputs);
+                    invalid |= self.reads_twice(&inputs, &mut sc.vals);
                     sc.used.extend_from_slice(&inputs);
                 }
-                Kind::Materialize => {
+                Kind::Materialize(_) => {
                     if sc.work[self.kids[ci][ji][0] as usize] {
                         sc.stored.push(inputs[0]);
                     }
                 }
-                Kind::Op(_) => {
-                    if self.klabel[ci][ji] != TRANSPARENT {
-                        sc.used.extend_from_slice(&inputs);
-                    }
-                    if self.stores[ci][ji].is_some() {
-                        sc.stored.push(inner);
-                    }
-                }
-                Kind::View => {}
+                Kind::Op(_) => sc.used.extend_from_slice(&inputs),
+                Kind::View | Kind::Loop(_) => {}
+            }
+            if self.stores[ci][ji].is_some() {
+                sc.stored.push(inner);
             }
             let region = match self.kind[ci][ji] {
                 Kind::View => sc.region[self.kids[ci][ji][0] as usize],
-                Kind::Op(_)
-                    if self.klabel[ci][ji] == TRANSPARENT && self.stores[ci][ji].is_none() =>
-                {
+                Kind::Loop(_) if self.stores[ci][ji].is_none() => {
                     sc.region[self.kids[ci][ji][0] as usize]
                 }
                 Kind::Pointwise(_) => {
                     sc.regions.push(inputs.clone());
                     sc.regions.len() as u32 - 1
                 }
-                Kind::Materialize | Kind::Op(_) => u32::MAX,
+                Kind::Materialize(_) | Kind::Op(_) | Kind::Loop(_) => u32::MAX,
             };
             sc.set(ci, k, w, region);
         }
@@ -1387,10 +1373,7 @@ impl<'a> Enumerator<'a> {
                 // One organization per value: a value that several parallel
                 // states of the program need is computed the same way in each
                 // (recomputing it is fine, computing it differently is not).
-                let label = match self.kind[h as usize][j] {
-                    Kind::Pointwise(l) | Kind::Op(l) if l != TRANSPARENT => Some(l),
-                    _ => None,
-                };
+                let label = self.kind[h as usize][j].org();
                 let v = self.value[h as usize] as usize;
                 if let Some(l) = label {
                     if s.produced[v] != u32::MAX && s.produced[v] != l {
@@ -1557,31 +1540,26 @@ fn field_use(eg: &EGraph, n: &SymbolLang) -> FieldUse {
 }
 
 /// How an e-node enters the canonical form: 0 view, 1 pointwise, 2
-/// materialize, 3 other op; its label (for the one-organization rule), and
-/// the label it is keyed with, which leaves out partial axes (a partial
-/// result reduced by a `par.reduce` loop is keyed as the whole value).
-fn node_kind(
-    eg: &EGraph,
-    n: &SymbolLang,
-    id: Id,
-    kids: &[u32],
-    ids: &[Id],
-) -> (u8, String, String) {
+/// materialize, 3 other op; and its label (without parallel state:
+/// partitioned and replicated axes are views whose tile sizes are schedule
+/// parameters, a full-extent tile being the unpartitioned form, and partial
+/// axes are reduced by loops, one iteration with a full-extent tile, or
+/// collected by a `par.collect` that is keyed itself).
+fn node_kind(eg: &EGraph, n: &SymbolLang, id: Id, kids: &[u32], ids: &[Id]) -> (u8, String) {
     let op = n.op.as_str();
     let ty = eg[id].data.ty();
-    let stateless = stateless_type(ty);
+    let whole = stateless_type(ty);
     if op == "par.partition" || op == "par.replicate" {
         // A view is transparent: a value read through a partition or a
         // replicate is the same value, whatever the chain.
-        return (0, String::new(), String::new());
+        return (0, String::new());
     }
     if pointwise(op) {
         // A pointwise region is keyed by the value it computes and its
         // inputs: how the expression is written (operand order, association,
         // where casts and factors sit, where it sits relative to the views)
         // does not matter.
-        let l = format!("pointwise|{stateless}");
-        return (1, l.clone(), l);
+        return (1, format!("pointwise|{whole}"));
     }
     if op == "par.combine" {
         let kid_ty = kids.first().and_then(|k| eg[ids[*k as usize]].data.ty());
@@ -1596,12 +1574,10 @@ fn node_kind(
         if !reduces {
             // Assembling tiles: a view, unless it leaves a value without
             // parallel state, which is materialized (a kernel boundary).
-            let whole = ty.is_some_and(|t| t.leaves().iter().all(|l| l.state.is_empty()));
-            return if whole {
-                let l = format!("materialize|{stateless}");
-                (2, l.clone(), l)
+            return if stateless(ty) {
+                (2, format!("materialize|{whole}"))
             } else {
-                (0, String::new(), String::new())
+                (0, String::new())
             };
         }
     }
@@ -1609,27 +1585,12 @@ fn node_kind(
         .iter()
         .map(|(a, v)| format!("{a}={v}"))
         .collect();
-    // Ops that organize the computation (matmuls, reductions, combines,
-    // storage) are keyed with their reduction organization: which axes hold
-    // partial results. Partitioned (grid) and replicated (recomputing) axes
-    // are views whose tile sizes are schedule parameters: a full-extent tile
-    // is the unpartitioned form. Tuple bookkeeping is keyed without state.
-    let structural = matches!(
-        op,
-        "tile.matmul"
-            | "tensor.matmul"
-            | "tensor.reduce"
-            | "par.combine"
-            | "par.reduce"
-            | "par.collect"
-    );
-    let head = format!("{op}|{}", attrs.join(","));
-    let ty = if structural {
-        partial_type(ty)
-    } else {
-        stateless.clone()
-    };
-    (3, format!("{head}|{ty}"), format!("{head}|{stateless}"))
+    (3, format!("{op}|{}|{whole}", attrs.join(",")))
+}
+
+/// Whether a type's tensors have no parallel state.
+fn stateless(ty: Option<&efir_ir::Type>) -> bool {
+    ty.is_some_and(|t| t.leaves().iter().all(|l| l.state.is_empty()))
 }
 
 /// Kernel count and materialized bytes of a candidate, as the lowering
@@ -1642,12 +1603,6 @@ fn node_kind(
 /// results.
 pub fn summary(eg: &EGraph, chosen: &HashMap<Id, SymbolLang>, roots: &[Id]) -> (usize, f64) {
     let roots: HashSet<Id> = roots.iter().map(|r| eg.find(*r)).collect();
-    let stateless = |c: Id| {
-        eg[c]
-            .data
-            .ty()
-            .is_some_and(|t| t.leaves().iter().all(|l| l.state.is_empty()))
-    };
     let mut sliced: HashSet<Id> = HashSet::new();
     for n in chosen.values() {
         if matches!(n.op.as_str(), "tensor.slice" | "tensor.concat") {
@@ -1664,7 +1619,7 @@ pub fn summary(eg: &EGraph, chosen: &HashMap<Id, SymbolLang>, roots: &[Id]) -> (
         }
         let buffer = roots.contains(&c)
             || op == "par.collect"
-            || (stateless(c)
+            || (stateless(eg[c].data.ty())
                 && (matches!(
                     op,
                     "tile.matmul"

@@ -3,7 +3,7 @@
 //! finish, and limits stop enumeration with a warning and valid output.
 
 use efir_driver::PassFlag;
-use efir_egraph::compact::{Enumerator, Mode};
+use efir_egraph::compact::{Enumeration, Enumerator, Mode};
 use efir_egraph::convert::Graph;
 use efir_egraph::rules::FAMILIES;
 use efir_egraph::saturate::run_rules;
@@ -83,6 +83,20 @@ fn saturated(m: &Module) -> Graph {
     run_rules(g, FAMILIES, 30, 20_000, 60.0).0
 }
 
+/// The saturated e-graph of `examples/small/<name>.efir`.
+fn small_saturated(name: &str) -> Graph {
+    let src = std::fs::read_to_string(root().join(format!("examples/small/{name}.efir"))).unwrap();
+    let (m, d) = parse_and_verify(&src, &efir_registry::registry());
+    assert!(d.is_empty());
+    saturated(&m)
+}
+
+/// The canonical keys of the classes an enumeration found (comparable
+/// between runs of one enumerator).
+fn keys(e: &Enumeration) -> BTreeSet<u32> {
+    e.keys.iter().copied().collect()
+}
+
 #[test]
 fn modes_agree_on_the_classes() {
     let src = "func @tiny(%x: tensor<4x8xf32>, %w: tensor<8x6xf32>, %b: tensor<6xf32>) -> tensor<4x6xf32> {
@@ -157,10 +171,7 @@ fn limits_stop_with_a_warning() {
 
 #[test]
 fn early_compaction_finishes_on_ngpt() {
-    let src = std::fs::read_to_string(root().join("examples/small/ngpt.efir")).unwrap();
-    let (m, d) = parse_and_verify(&src, &efir_registry::registry());
-    assert!(d.is_empty());
-    let g = saturated(&m);
+    let g = small_saturated("ngpt");
     let res = Enumerator::new(&g).run(Mode::Early, usize::MAX, 120.0, usize::MAX);
     assert!(res.complete, "early compaction did not finish: {res:?}");
     assert!(res.classes > 1);
@@ -173,20 +184,13 @@ fn modes_agree_on_ngpt() {
     // canonical form, same choices where the holes can reach): it finds the
     // classes `after` finds. One enumerator runs both, so the keys (interned
     // per enumerator) compare as sets.
-    let src = std::fs::read_to_string(root().join("examples/small/ngpt.efir")).unwrap();
-    let (m, d) = parse_and_verify(&src, &efir_registry::registry());
-    assert!(d.is_empty());
-    let g = saturated(&m);
+    let g = small_saturated("ngpt");
     let mut en = Enumerator::new(&g);
     let early = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
     let after = en.run(Mode::After, usize::MAX, 600.0, usize::MAX);
     assert!(early.complete && after.complete);
     assert_eq!(early.classes, after.classes);
-    let (ke, ka): (BTreeSet<u32>, BTreeSet<u32>) = (
-        early.keys.iter().copied().collect(),
-        after.keys.iter().copied().collect(),
-    );
-    assert_eq!(ke, ka);
+    assert_eq!(keys(&early), keys(&after));
     assert!(
         early.expanded_states * 100 < after.expanded_states,
         "{} vs {}",
@@ -199,19 +203,13 @@ fn modes_agree_on_ngpt() {
 fn fixed_classes_lose_no_class() {
     // `early` tries one e-node of a fixed class (loads and pointwise ops with
     // one key); with the shortcut off it must find exactly the same classes.
-    let src = std::fs::read_to_string(root().join("examples/small/gated_mlp.efir")).unwrap();
-    let (m, d) = parse_and_verify(&src, &efir_registry::registry());
-    assert!(d.is_empty());
-    let g = saturated(&m);
+    let g = small_saturated("gated_mlp");
     let mut en = Enumerator::new(&g);
     let with = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
     en.use_fixed_classes(false);
     let without = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
     assert!(with.complete && without.complete);
-    let (kw, ko): (BTreeSet<u32>, BTreeSet<u32>) = (
-        with.keys.iter().copied().collect(),
-        without.keys.iter().copied().collect(),
-    );
+    let (kw, ko) = (keys(&with), keys(&without));
     assert!(kw.len() > 40, "{}", kw.len());
     assert_eq!(kw, ko);
     assert!(with.expanded_states < without.expanded_states);
@@ -222,18 +220,12 @@ fn modes_agree_on_gated_mlp() {
     // A stored matmul is a load for its readers however it is stored (a
     // whole matmul, or tiles combined into a buffer): `after` and `early`
     // must find the same classes on a program with both.
-    let src = std::fs::read_to_string(root().join("examples/small/gated_mlp.efir")).unwrap();
-    let (m, d) = parse_and_verify(&src, &efir_registry::registry());
-    assert!(d.is_empty());
-    let g = saturated(&m);
+    let g = small_saturated("gated_mlp");
     let mut en = Enumerator::new(&g);
     let after = en.run(Mode::After, usize::MAX, 600.0, usize::MAX);
     let early = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
     assert!(after.complete && early.complete);
-    let (ka, ke): (BTreeSet<u32>, BTreeSet<u32>) = (
-        after.keys.iter().copied().collect(),
-        early.keys.iter().copied().collect(),
-    );
+    let (ka, ke) = (keys(&after), keys(&early));
     assert!(ka.len() > 40, "{}", ka.len());
     assert_eq!(ka, ke);
     assert!(early.expanded_states * 10 < after.expanded_states);
