@@ -173,6 +173,11 @@ struct State {
 
 const NONE: u16 = u16::MAX;
 
+/// How many earlier contexts with the same canonical form a partial program
+/// is checked against for inclusion (checking fewer prunes less, never
+/// wrongly).
+const COVER_CHECKS: usize = 32;
+
 /// Enumerates candidates of one e-graph.
 pub struct Enumerator<'a> {
     eg: &'a EGraph,
@@ -311,6 +316,8 @@ struct ContextScratch {
     now: u32,
     stack: Vec<u32>,
     region: Vec<u32>,
+    /// The last context, entry by entry (see [`Enumerator::covers`]).
+    entries: Vec<u64>,
 }
 
 /// A partial program's canonical form and what pruning needs from it.
@@ -928,7 +935,12 @@ impl<'a> Enumerator<'a> {
         }
         let sc = &self.scratch;
         region.sort_unstable();
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        // The context as explicit entries, for [`Enumerator::covers`]: per
+        // class of the region in order, `c << 1` and the organization of an
+        // open class's value (where it has several, else 0), or `c << 1 | 1`,
+        // the key and the hole words of a resolved one.
+        let entries = &mut self.ctx.entries;
+        entries.clear();
         for &c in &region {
             let ci = c as usize;
             if s.choice[ci] == NONE {
@@ -940,14 +952,99 @@ impl<'a> Enumerator<'a> {
                 } else {
                     0
                 };
-                (c, p).hash(&mut hasher);
+                entries.push(u64::from(c) << 1);
+                entries.push(u64::from(p));
             } else {
-                (c, sc.memo[ci], sc.hreach(ci)).hash(&mut hasher);
+                entries.push(u64::from(c) << 1 | 1);
+                entries.push(u64::from(sc.memo[ci]));
+                entries.extend_from_slice(sc.hreach(ci));
             }
         }
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        entries.hash(&mut hasher);
         self.ctx.stack = stack;
         self.ctx.region = region;
         hasher.finish()
+    }
+
+    /// Whether every completion of the partial program `b` (the state whose
+    /// canonical form and context were computed last, its context entries
+    /// in `self.ctx.entries`) has an equivalent completion of an earlier
+    /// partial program with the same canonical form and the context `a`
+    /// (`S ≈p T` relaxed to inclusion: exploring `a` covers `b`).
+    ///
+    /// Both have the same holes. Given a completion of `b`, complete `a` the
+    /// same way on the classes open in both, and where `a` has a class open
+    /// that `b` resolved, choose what `b` chose (down `b`'s choices, until
+    /// a class `a` resolved the same way). That completion has the same
+    /// canonical form, reaches the same holes from each class (so it is
+    /// acyclic) and keeps one organization per value, when:
+    /// - every class open in `b`'s region is open in `a`'s, with the same
+    ///   organization for its value or none chosen yet in `a`;
+    /// - every class resolved in `b`'s region is resolved in `a`'s with the
+    ///   same key and holes, or open in `a` with an organization `b`'s
+    ///   choice agrees with;
+    /// - every class only in `a`'s region that `b` resolved is, if open in
+    ///   `a`, one whose organization agrees with `b`'s, and if resolved in
+    ///   `a`, resolved to the same key and holes.
+    ///
+    /// Classes of `a`'s region that `b`'s program does not reach are never
+    /// chosen by that completion.
+    fn covers(&self, a: &[u64], b: &State) -> bool {
+        let e = &self.ctx.entries;
+        let sc = &self.scratch;
+        let hw = sc.hwords;
+        let len = |w: u64| if w & 1 == 0 { 2 } else { 2 + hw };
+        // Whether `a`'s organization `p` for the value of class `c` agrees
+        // with `b`'s.
+        let agrees = |c: usize, p: u64| {
+            let v = self.value[c] as usize;
+            let q = b.produced[v];
+            !self.several_orgs[v] || p == u64::from(u32::MAX) || q == u32::MAX || p == u64::from(q)
+        };
+        let (mut i, mut k) = (0, 0);
+        loop {
+            let ca = a.get(i).map(|w| w >> 1);
+            let cb = e.get(k).map(|w| w >> 1);
+            match (ca, cb) {
+                (None, None) => return true,
+                (Some(x), Some(y)) if x == y => {
+                    let c = x as usize;
+                    let (wa, wb) = (a[i], e[k]);
+                    let ok = match (wa & 1, wb & 1) {
+                        (0, 0) => a[i + 1] == u64::from(u32::MAX) || a[i + 1] == e[k + 1],
+                        (1, 1) => a[i + 1..i + 2 + hw] == e[k + 1..k + 2 + hw],
+                        (0, _) => agrees(c, a[i + 1]),
+                        _ => false,
+                    };
+                    if !ok {
+                        return false;
+                    }
+                    i += len(wa);
+                    k += len(wb);
+                }
+                (Some(x), y) if y.is_none_or(|y| x < y) => {
+                    let c = x as usize;
+                    let wa = a[i];
+                    if sc.has(c) {
+                        // `b`'s program reaches it: `b` resolved it (a hole
+                        // of `b` would be in `b`'s region).
+                        let ok = b.choice[c] != NONE
+                            && if wa & 1 == 0 {
+                                agrees(c, a[i + 1])
+                            } else {
+                                a[i + 1] == u64::from(sc.memo[c])
+                                    && a[i + 2..i + 2 + hw] == *sc.hreach(c)
+                            };
+                        if !ok {
+                            return false;
+                        }
+                    }
+                    i += len(wa);
+                }
+                _ => return false,
+            }
+        }
     }
 
     /// Whether a pointwise region with these inputs reads one value in two
@@ -1311,6 +1408,9 @@ impl<'a> Enumerator<'a> {
         let mut split = false;
         let mut turn = 0usize;
         let mut seen_partial: FxHashSet<(u32, u64)> = FxHashSet::default();
+        // The contexts of the partial programs kept, by canonical form.
+        let mut contexts: FxHashMap<u32, Vec<(usize, usize)>> = FxHashMap::default();
+        let mut arena: Vec<u64> = Vec::new();
         let mut seen_complete: FxHashSet<u32> = FxHashSet::default();
         let mut shown = start;
         // Keys of complete programs outside the candidate space (both rules
@@ -1428,6 +1528,21 @@ impl<'a> Enumerator<'a> {
                         out.pruned += 1;
                         continue;
                     }
+                    // An earlier partial program with the same canonical
+                    // form whose completions cover this one's (the latest
+                    // few are checked).
+                    let earlier = contexts.entry(cn.key).or_default();
+                    if earlier
+                        .iter()
+                        .rev()
+                        .take(COVER_CHECKS)
+                        .any(|&(o, l)| self.covers(&arena[o..o + l], &t))
+                    {
+                        out.pruned += 1;
+                        continue;
+                    }
+                    earlier.push((arena.len(), self.ctx.entries.len()));
+                    arena.extend_from_slice(&self.ctx.entries);
                 }
                 next.push(t);
             }
