@@ -173,6 +173,28 @@ struct State {
 
 const NONE: u16 = u16::MAX;
 
+/// Context entries (see [`Enumerator::context`]): the class, a tag and a
+/// payload in one word.
+fn entry(c: u32, tag: u64, payload: u32) -> u64 {
+    u64::from(c) << 34 | tag << 32 | u64::from(payload)
+}
+
+/// An open class; the payload is its value's organization.
+const OPEN: u64 = 0;
+/// A resolved class that reaches no hole; the payload is its key.
+const RESOLVED: u64 = 1;
+/// A resolved class that reaches holes; the payload is its key, and the
+/// hole words follow.
+const REACHES: u64 = 2;
+
+fn tag(w: u64) -> u64 {
+    w >> 32 & 3
+}
+
+fn payload(w: u64) -> u32 {
+    w as u32
+}
+
 /// How many earlier contexts with the same canonical form a partial program
 /// is checked against for inclusion (checking fewer prunes less, never
 /// wrongly).
@@ -318,6 +340,27 @@ struct ContextScratch {
     region: Vec<u32>,
     /// The last context, entry by entry (see [`Enumerator::covers`]).
     entries: Vec<u64>,
+}
+
+/// The partial programs `early` has kept: their canonical forms and
+/// contexts.
+#[derive(Default)]
+struct Record {
+    /// Canonical form and context hash of each.
+    seen: FxHashSet<(u32, u64)>,
+    /// Their contexts (offset and length in `arena`), by canonical form.
+    contexts: FxHashMap<u32, Vec<(usize, usize)>>,
+    arena: Vec<u64>,
+}
+
+/// What [`Enumerator::prune`] found.
+enum Verdict {
+    /// Outside the candidate space.
+    Invalid,
+    /// Equivalent to or covered by a partial program on the record.
+    Seen,
+    /// Neither: now on the record.
+    New,
 }
 
 /// A partial program's canonical form and what pruning needs from it.
@@ -936,9 +979,8 @@ impl<'a> Enumerator<'a> {
         let sc = &self.scratch;
         region.sort_unstable();
         // The context as explicit entries, for [`Enumerator::covers`]: per
-        // class of the region in order, `c << 1` and the organization of an
-        // open class's value (where it has several, else 0), or `c << 1 | 1`,
-        // the key and the hole words of a resolved one.
+        // class of the region in order, one word (see [`entry`]) and, for
+        // a resolved class that reaches holes, the hole words.
         let entries = &mut self.ctx.entries;
         entries.clear();
         for &c in &region {
@@ -952,11 +994,11 @@ impl<'a> Enumerator<'a> {
                 } else {
                     0
                 };
-                entries.push(u64::from(c) << 1);
-                entries.push(u64::from(p));
+                entries.push(entry(c, OPEN, p));
+            } else if sc.hreach(ci).iter().all(|w| *w == 0) {
+                entries.push(entry(c, RESOLVED, sc.memo[ci]));
             } else {
-                entries.push(u64::from(c) << 1 | 1);
-                entries.push(u64::from(sc.memo[ci]));
+                entries.push(entry(c, REACHES, sc.memo[ci]));
                 entries.extend_from_slice(sc.hreach(ci));
             }
         }
@@ -994,28 +1036,29 @@ impl<'a> Enumerator<'a> {
         let e = &self.ctx.entries;
         let sc = &self.scratch;
         let hw = sc.hwords;
-        let len = |w: u64| if w & 1 == 0 { 2 } else { 2 + hw };
+        let len = |w: u64| if tag(w) == REACHES { 1 + hw } else { 1 };
         // Whether `a`'s organization `p` for the value of class `c` agrees
         // with `b`'s.
-        let agrees = |c: usize, p: u64| {
+        let agrees = |c: usize, p: u32| {
             let v = self.value[c] as usize;
             let q = b.produced[v];
-            !self.several_orgs[v] || p == u64::from(u32::MAX) || q == u32::MAX || p == u64::from(q)
+            !self.several_orgs[v] || p == u32::MAX || q == u32::MAX || p == q
         };
+        let none = [0u64; 4];
         let (mut i, mut k) = (0, 0);
         loop {
-            let ca = a.get(i).map(|w| w >> 1);
-            let cb = e.get(k).map(|w| w >> 1);
+            let ca = a.get(i).map(|w| w >> 34);
+            let cb = e.get(k).map(|w| w >> 34);
             match (ca, cb) {
                 (None, None) => return true,
                 (Some(x), Some(y)) if x == y => {
                     let c = x as usize;
                     let (wa, wb) = (a[i], e[k]);
-                    let ok = match (wa & 1, wb & 1) {
-                        (0, 0) => a[i + 1] == u64::from(u32::MAX) || a[i + 1] == e[k + 1],
-                        (1, 1) => a[i + 1..i + 2 + hw] == e[k + 1..k + 2 + hw],
-                        (0, _) => agrees(c, a[i + 1]),
-                        _ => false,
+                    let ok = match (tag(wa), tag(wb)) {
+                        (OPEN, OPEN) => payload(wa) == u32::MAX || wa == wb,
+                        (OPEN, _) => agrees(c, payload(wa)),
+                        (_, OPEN) => false,
+                        _ => a[i..i + len(wa)] == e[k..k + len(wb)],
                     };
                     if !ok {
                         return false;
@@ -1030,11 +1073,18 @@ impl<'a> Enumerator<'a> {
                         // `b`'s program reaches it: `b` resolved it (a hole
                         // of `b` would be in `b`'s region).
                         let ok = b.choice[c] != NONE
-                            && if wa & 1 == 0 {
-                                agrees(c, a[i + 1])
-                            } else {
-                                a[i + 1] == u64::from(sc.memo[c])
-                                    && a[i + 2..i + 2 + hw] == *sc.hreach(c)
+                            && match tag(wa) {
+                                OPEN => agrees(c, payload(wa)),
+                                t => {
+                                    let holes = if t == REACHES {
+                                        &a[i + 1..i + 1 + hw]
+                                    } else {
+                                        &none[..hw.min(4)]
+                                    };
+                                    payload(wa) == sc.memo[c]
+                                        && hw <= 4
+                                        && sc.hreach(c) == holes
+                                }
                             };
                         if !ok {
                             return false;
@@ -1089,55 +1139,75 @@ impl<'a> Enumerator<'a> {
     /// a fused reduction that also computes a value the program gets some
     /// other way (or not at all). The same program without that field does
     /// strictly less work, so such programs are not candidates.
+    ///
+    /// Fields are live per canonical key, not per e-class: a program that
+    /// reads one field of a fused reduction under one parallel state and
+    /// the other field under another computes the same as one that reads
+    /// both under one state, and is the same class. So the rule depends only
+    /// on the canonical form (the keys [`Enumerator::canon_parts`] left in
+    /// the scratch buffers for `s`), like the other rules of the space.
     fn dead_field(&self, s: &State) -> bool {
-        // Consumers before producers: reverse post-order from the roots.
-        let mut post: Vec<u32> = Vec::new();
+        let sc = &self.scratch;
+        let mut reach: Vec<u32> = Vec::new();
         let mut seen: FxHashSet<u32> = FxHashSet::default();
-        let mut stack: Vec<(u32, bool)> = self.roots.iter().map(|r| (*r, false)).collect();
-        while let Some((c, done)) = stack.pop() {
-            if done {
-                post.push(c);
-                continue;
-            }
+        let mut stack: Vec<u32> = self.roots.clone();
+        while let Some(c) = stack.pop() {
             if !seen.insert(c) {
                 continue;
             }
-            stack.push((c, true));
+            reach.push(c);
             let j = s.choice[c as usize];
             if j != NONE {
-                for k in &self.kids[c as usize][j as usize] {
-                    stack.push((*k, false));
-                }
+                stack.extend(self.kids[c as usize][j as usize].iter().copied());
             }
+        }
+        if reach.iter().all(|c| self.arity[*c as usize] == 0) {
+            return false;
         }
         let all = |c: u32| -> u64 {
             let a = self.arity[c as usize].min(63);
             (1u64 << a) - 1
         };
-        let mut live: FxHashMap<u32, u64> = self.roots.iter().map(|r| (*r, all(*r))).collect();
-        for c in post.into_iter().rev() {
-            let j = s.choice[c as usize];
-            if j == NONE {
-                continue;
-            }
-            let here = live.get(&c).copied().unwrap_or(0);
-            let use_ = self.fields[c as usize][j as usize];
-            if use_ == FieldUse::Construct && self.arity[c as usize] > 0 && here != all(c) {
-                return true;
-            }
-            for k in &self.kids[c as usize][j as usize] {
-                if self.arity[*k as usize] == 0 {
+        let key = |c: u32| sc.memo[c as usize];
+        let mut live: FxHashMap<u32, u64> = FxHashMap::default();
+        for r in &self.roots {
+            *live.entry(key(*r)).or_insert(0) |= all(*r);
+        }
+        // Live fields only grow: propagate to a fixed point.
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for &c in &reach {
+                let j = s.choice[c as usize];
+                if j == NONE {
                     continue;
                 }
-                let add = match use_ {
-                    FieldUse::Get(i) => 1u64 << i.min(63),
-                    FieldUse::Fieldwise => here,
-                    FieldUse::Construct | FieldUse::All => all(*k),
-                };
-                *live.entry(*k).or_insert(0) |= add;
+                let here = live.get(&key(c)).copied().unwrap_or(0);
+                let use_ = self.fields[c as usize][j as usize];
+                for k in &self.kids[c as usize][j as usize] {
+                    if self.arity[*k as usize] == 0 {
+                        continue;
+                    }
+                    let add = match use_ {
+                        FieldUse::Get(i) => 1u64 << i.min(63),
+                        FieldUse::Fieldwise => here,
+                        FieldUse::Construct | FieldUse::All => all(*k),
+                    };
+                    let e = live.entry(key(*k)).or_insert(0);
+                    if *e | add != *e {
+                        *e |= add;
+                        changed = true;
+                    }
+                }
             }
         }
-        false
+        reach.iter().any(|&c| {
+            let j = s.choice[c as usize];
+            j != NONE
+                && self.fields[c as usize][j as usize] == FieldUse::Construct
+                && self.arity[c as usize] > 0
+                && live.get(&key(c)).copied().unwrap_or(0) != all(c)
+        })
     }
 
     /// The key of option `j` of class `c`, given each operand's key and,
@@ -1374,6 +1444,82 @@ impl<'a> Enumerator<'a> {
         false
     }
 
+    /// Whether class `c` may choose its option `j` in `s`: the choice
+    /// closes no cycle, and the one-organization rule allows it (a value
+    /// that several parallel states of the program need is computed the
+    /// same way in each; recomputing it is fine, computing it differently
+    /// is not).
+    fn admissible(&self, s: &State, c: u32, j: usize) -> bool {
+        self.allowed(s, c, j) && !self.cycles(s, c, j)
+    }
+
+    /// Choose option `j` for the hole `c` (removed from `s.holes` already):
+    /// its unresolved operands become holes.
+    fn settle(&self, s: &mut State, c: u32, j: usize) {
+        let ci = c as usize;
+        s.choice[ci] = j as u16;
+        if let Some(l) = self.kind[ci][j].org() {
+            s.produced[self.value[ci] as usize] = l;
+        }
+        // New holes go on the list last operand first, so that among holes
+        // with as many options the first operand is resolved first.
+        let first = s.holes.len();
+        for &k in &self.kids[ci][j] {
+            if s.choice[k as usize] == NONE && !s.holes.contains(&k) {
+                s.holes.push(k);
+            }
+        }
+        s.holes[first..].reverse();
+    }
+
+    /// Resolve every hole of `s` with one option (and the holes that
+    /// makes), counting each as an expanded partial program. False when one
+    /// of them cannot be resolved (a cycle or a second organization): then
+    /// no completion of `s` is a candidate.
+    fn force(&self, mode: Mode, s: &mut State, expanded: &mut usize) -> bool {
+        while let Some(pos) = s
+            .holes
+            .iter()
+            .rposition(|h| self.choices(mode, *h).len() == 1)
+        {
+            let h = s.holes.remove(pos);
+            let j = self.choices(mode, h).start;
+            *expanded += 1;
+            if !self.admissible(s, h, j) {
+                return false;
+            }
+            self.settle(s, h, j);
+        }
+        true
+    }
+
+    /// Whether `early` prunes the partial program `t`: it is outside the
+    /// candidate space, or equivalent to (or covered by) one on the record.
+    /// Otherwise it goes on the record.
+    fn prune(&mut self, t: &State, record: &mut Record) -> Verdict {
+        let cn = self.canon_parts(t);
+        if cn.invalid {
+            return Verdict::Invalid;
+        }
+        if !record.seen.insert((cn.key, self.context(t))) {
+            return Verdict::Seen;
+        }
+        // An earlier partial program with the same canonical form whose
+        // completions cover this one's (the latest few are checked).
+        let earlier = record.contexts.entry(cn.key).or_default();
+        if earlier
+            .iter()
+            .rev()
+            .take(COVER_CHECKS)
+            .any(|&(o, l)| self.covers(&record.arena[o..o + l], t))
+        {
+            return Verdict::Seen;
+        }
+        earlier.push((record.arena.len(), self.ctx.entries.len()));
+        record.arena.extend_from_slice(&self.ctx.entries);
+        Verdict::New
+    }
+
     /// Enumerate candidates.
     pub fn run(
         &mut self,
@@ -1400,17 +1546,19 @@ impl<'a> Enumerator<'a> {
         // turns, one expansion each, so that a limited enumeration finds
         // candidates of every top-level organization, not only of the
         // cheapest-looking one. The order changes nothing else.
-        let mut stacks: Vec<Vec<State>> = vec![vec![State {
+        let mut first = State {
             choice: vec![NONE; n],
             holes,
             produced: vec![u32::MAX; n],
-        }]];
+        };
+        let mut stacks: Vec<Vec<State>> = Vec::new();
+        if self.force(mode, &mut first, &mut out.expanded_states) {
+            stacks.push(vec![first]);
+        }
         let mut split = false;
         let mut turn = 0usize;
-        let mut seen_partial: FxHashSet<(u32, u64)> = FxHashSet::default();
-        // The contexts of the partial programs kept, by canonical form.
-        let mut contexts: FxHashMap<u32, Vec<(usize, usize)>> = FxHashMap::default();
-        let mut arena: Vec<u64> = Vec::new();
+        let mut pops = 0usize;
+        let mut record = Record::default();
         let mut seen_complete: FxHashSet<u32> = FxHashSet::default();
         let mut shown = start;
         // Keys of complete programs outside the candidate space (both rules
@@ -1427,11 +1575,36 @@ impl<'a> Enumerator<'a> {
             let Some(mut s) = stacks[i].pop() else {
                 continue;
             };
+            if s.holes.is_empty() {
+                // A complete program.
+                let cn = self.canon_parts(&s);
+                let key = cn.key;
+                if rejected.contains(&key) {
+                    continue;
+                }
+                let fresh = !seen_complete.contains(&key);
+                if fresh && (cn.invalid || self.dead_field(&s)) {
+                    rejected.insert(key);
+                    continue;
+                }
+                out.complete_programs += 1;
+                seen_complete.insert(key);
+                if fresh || mode == Mode::None {
+                    out.candidates.push(self.chosen(&s));
+                    out.keys.push(key);
+                    if out.candidates.len() >= max_candidates {
+                        out.stopped_by = Some("max-candidates");
+                        break;
+                    }
+                }
+                continue;
+            }
             if out.expanded_states >= max_states {
                 out.stopped_by = Some("max-states");
                 break;
             }
-            if out.expanded_states.is_multiple_of(256) {
+            pops += 1;
+            if pops.is_multiple_of(256) {
                 if start.elapsed() > limit {
                     out.stopped_by = Some("time-limit");
                     break;
@@ -1467,82 +1640,26 @@ impl<'a> Enumerator<'a> {
             out.expanded_states += 1;
             let mut next = Vec::new();
             for j in self.choices(mode, h) {
-                if self.cycles(&s, h, j) {
+                if !self.admissible(&s, h, j) {
                     continue;
-                }
-                // One organization per value: a value that several parallel
-                // states of the program need is computed the same way in each
-                // (recomputing it is fine, computing it differently is not).
-                let label = self.kind[h as usize][j].org();
-                let v = self.value[h as usize] as usize;
-                if let Some(l) = label {
-                    if s.produced[v] != u32::MAX && s.produced[v] != l {
-                        continue;
-                    }
                 }
                 let mut t = s.clone();
-                t.choice[h as usize] = j as u16;
-                if let Some(l) = label {
-                    t.produced[v] = l;
-                }
-                let new: Vec<u32> = self.kids[h as usize][j]
-                    .iter()
-                    .copied()
-                    .filter(|k| t.choice[*k as usize] == NONE && !t.holes.contains(k))
-                    .collect();
-                let mut uniq = Vec::new();
-                for k in new {
-                    if !uniq.contains(&k) {
-                        uniq.push(k);
-                    }
-                }
-                t.holes.extend(uniq.into_iter().rev());
-                if t.holes.is_empty() {
-                    let cn = self.canon_parts(&t);
-                    let key = cn.key;
-                    if rejected.contains(&key) {
-                        continue;
-                    }
-                    let fresh = !seen_complete.contains(&key);
-                    if fresh && (cn.invalid || self.dead_field(&t)) {
-                        rejected.insert(key);
-                        continue;
-                    }
-                    out.complete_programs += 1;
-                    seen_complete.insert(key);
-                    if fresh || mode == Mode::None {
-                        out.candidates.push(self.chosen(&t));
-                        out.keys.push(key);
-                        if out.candidates.len() >= max_candidates {
-                            break;
-                        }
-                    }
+                self.settle(&mut t, h, j);
+                // Holes with one option never branch: resolve them all now
+                // (in any order, the result is the same), and compare the
+                // partial program once they are.
+                if !self.force(mode, &mut t, &mut out.expanded_states) {
                     continue;
                 }
-                if mode == Mode::Early {
-                    let cn = self.canon_parts(&t);
-                    if cn.invalid {
-                        continue;
+                if mode == Mode::Early && !t.holes.is_empty() {
+                    match self.prune(&t, &mut record) {
+                        Verdict::Invalid => continue,
+                        Verdict::Seen => {
+                            out.pruned += 1;
+                            continue;
+                        }
+                        Verdict::New => {}
                     }
-                    if !seen_partial.insert((cn.key, self.context(&t))) {
-                        out.pruned += 1;
-                        continue;
-                    }
-                    // An earlier partial program with the same canonical
-                    // form whose completions cover this one's (the latest
-                    // few are checked).
-                    let earlier = contexts.entry(cn.key).or_default();
-                    if earlier
-                        .iter()
-                        .rev()
-                        .take(COVER_CHECKS)
-                        .any(|&(o, l)| self.covers(&arena[o..o + l], &t))
-                    {
-                        out.pruned += 1;
-                        continue;
-                    }
-                    earlier.push((arena.len(), self.ctx.entries.len()));
-                    arena.extend_from_slice(&self.ctx.entries);
                 }
                 next.push(t);
             }
@@ -1554,10 +1671,6 @@ impl<'a> Enumerator<'a> {
                 stacks[i].extend(next.into_iter().rev());
             }
             s.holes.clear();
-            if out.candidates.len() >= max_candidates {
-                out.stopped_by = Some("max-candidates");
-                break;
-            }
         }
         if out.stopped_by.is_some() && stacks.iter().any(|st| !st.is_empty()) {
             out.complete = false;
