@@ -236,6 +236,8 @@ pub struct Enumerator<'a> {
     scratch: Scratch,
     /// Buffers of [`Enumerator::context`].
     ctx: ContextScratch,
+    /// How many earlier contexts [`Enumerator::covers`] is tried against.
+    cover_checks: usize,
     /// Options that compute nothing: parameters and constants.
     leaf: Vec<Vec<bool>>,
     /// For matmuls, reductions and reducing combines whose result has no
@@ -342,10 +344,17 @@ struct ContextScratch {
     entries: Vec<u64>,
 }
 
-/// The partial programs `early` has kept: their canonical forms and
+/// What the enumeration has seen: the classes of complete programs, and the
+/// partial programs `early` has kept, with their canonical forms and
 /// contexts.
 #[derive(Default)]
 struct Record {
+    /// Canonical forms of the complete programs in the candidate space.
+    complete: FxHashSet<u32>,
+    /// Canonical forms of complete programs outside the candidate space
+    /// (its rules depend only on the canonical form, so they are checked
+    /// once per form).
+    rejected: FxHashSet<u32>,
     /// Canonical form and context hash of each.
     seen: FxHashSet<(u32, u64)>,
     /// Their contexts (offset and length in `arena`), by canonical form.
@@ -776,6 +785,7 @@ impl<'a> Enumerator<'a> {
             ibuf: Vec::new(),
             scratch: Scratch::default(),
             ctx: ContextScratch::default(),
+            cover_checks: COVER_CHECKS,
         };
         let mut org: Vec<Option<u32>> = vec![None; en.ids.len()];
         en.several_orgs = vec![false; en.ids.len()];
@@ -1081,9 +1091,7 @@ impl<'a> Enumerator<'a> {
                                     } else {
                                         &none[..hw.min(4)]
                                     };
-                                    payload(wa) == sc.memo[c]
-                                        && hw <= 4
-                                        && sc.hreach(c) == holes
+                                    payload(wa) == sc.memo[c] && hw <= 4 && sc.hreach(c) == holes
                                 }
                             };
                         if !ok {
@@ -1493,6 +1501,40 @@ impl<'a> Enumerator<'a> {
         true
     }
 
+    /// Record the complete program `t`: a candidate when it is in the
+    /// candidate space and of a class not seen yet (or always, under
+    /// `none`). True when that reaches the candidate limit.
+    fn complete(
+        &mut self,
+        t: &State,
+        mode: Mode,
+        out: &mut Enumeration,
+        record: &mut Record,
+        max_candidates: usize,
+    ) -> bool {
+        let cn = self.canon_parts(t);
+        let key = cn.key;
+        if record.rejected.contains(&key) {
+            return false;
+        }
+        let fresh = !record.complete.contains(&key);
+        if fresh && (cn.invalid || self.dead_field(t)) {
+            record.rejected.insert(key);
+            return false;
+        }
+        out.complete_programs += 1;
+        record.complete.insert(key);
+        if fresh || mode == Mode::None {
+            out.candidates.push(self.chosen(t));
+            out.keys.push(key);
+            if out.candidates.len() >= max_candidates {
+                out.stopped_by = Some("max-candidates");
+                return true;
+            }
+        }
+        false
+    }
+
     /// Whether `early` prunes the partial program `t`: it is outside the
     /// candidate space, or equivalent to (or covered by) one on the record.
     /// Otherwise it goes on the record.
@@ -1510,7 +1552,7 @@ impl<'a> Enumerator<'a> {
         if earlier
             .iter()
             .rev()
-            .take(COVER_CHECKS)
+            .take(self.cover_checks)
             .any(|&(o, l)| self.covers(&record.arena[o..o + l], t))
         {
             return Verdict::Seen;
@@ -1558,13 +1600,9 @@ impl<'a> Enumerator<'a> {
         let mut split = false;
         let mut turn = 0usize;
         let mut pops = 0usize;
+        let mut cut = false;
         let mut record = Record::default();
-        let mut seen_complete: FxHashSet<u32> = FxHashSet::default();
         let mut shown = start;
-        // Keys of complete programs outside the candidate space (both rules
-        // depend only on the canonical form, so they are checked once per
-        // key).
-        let mut rejected: FxHashSet<u32> = FxHashSet::default();
         loop {
             stacks.retain(|st| !st.is_empty());
             if stacks.is_empty() {
@@ -1576,26 +1614,9 @@ impl<'a> Enumerator<'a> {
                 continue;
             };
             if s.holes.is_empty() {
-                // A complete program.
-                let cn = self.canon_parts(&s);
-                let key = cn.key;
-                if rejected.contains(&key) {
-                    continue;
-                }
-                let fresh = !seen_complete.contains(&key);
-                if fresh && (cn.invalid || self.dead_field(&s)) {
-                    rejected.insert(key);
-                    continue;
-                }
-                out.complete_programs += 1;
-                seen_complete.insert(key);
-                if fresh || mode == Mode::None {
-                    out.candidates.push(self.chosen(&s));
-                    out.keys.push(key);
-                    if out.candidates.len() >= max_candidates {
-                        out.stopped_by = Some("max-candidates");
-                        break;
-                    }
+                // The first program is complete already.
+                if self.complete(&s, mode, &mut out, &mut record, max_candidates) {
+                    break;
                 }
                 continue;
             }
@@ -1617,7 +1638,7 @@ impl<'a> Enumerator<'a> {
                             eprintln!(
                                 "compact: @{name}: {} partial programs expanded, {} classes, {:.1} s of {:.1} s",
                                 out.expanded_states,
-                                seen_complete.len(),
+                                record.complete.len(),
                                 start.elapsed().as_secs_f64(),
                                 time_limit
                             );
@@ -1651,7 +1672,15 @@ impl<'a> Enumerator<'a> {
                 if !self.force(mode, &mut t, &mut out.expanded_states) {
                     continue;
                 }
-                if mode == Mode::Early && !t.holes.is_empty() {
+                if t.holes.is_empty() {
+                    if self.complete(&t, mode, &mut out, &mut record, max_candidates) {
+                        // Options of `h` after `j` are left unexplored.
+                        cut |= j + 1 < self.choices(mode, h).end;
+                        break;
+                    }
+                    continue;
+                }
+                if mode == Mode::Early {
                     match self.prune(&t, &mut record) {
                         Verdict::Invalid => continue,
                         Verdict::Seen => {
@@ -1671,13 +1700,16 @@ impl<'a> Enumerator<'a> {
                 stacks[i].extend(next.into_iter().rev());
             }
             s.holes.clear();
+            if out.stopped_by.is_some() {
+                break;
+            }
         }
-        if out.stopped_by.is_some() && stacks.iter().any(|st| !st.is_empty()) {
+        if out.stopped_by.is_some() && (cut || stacks.iter().any(|st| !st.is_empty())) {
             out.complete = false;
         } else {
             out.stopped_by = None;
         }
-        out.classes = seen_complete.len();
+        out.classes = record.complete.len();
         out
     }
 
@@ -1698,6 +1730,13 @@ impl<'a> Enumerator<'a> {
         } else {
             vec![None; self.ids.len()]
         };
+    }
+
+    /// Turn pruning by context inclusion ([`Enumerator::covers`]) off (an
+    /// ablation, used to test that it loses no class: only partial programs
+    /// with equal contexts are pruned then) or back on.
+    pub fn use_covering(&mut self, on: bool) {
+        self.cover_checks = if on { COVER_CHECKS } else { 0 };
     }
 
     /// The dense index of an e-class.

@@ -218,8 +218,9 @@ fn fixed_classes_lose_no_class() {
 #[test]
 fn modes_agree_on_gated_mlp() {
     // A stored matmul is a load for its readers however it is stored (a
-    // whole matmul, or tiles combined into a buffer): `after` and `early`
-    // must find the same classes on a program with both.
+    // whole matmul, or tiles combined into a buffer), and the fields of a
+    // fused reduction are live per canonical form: `after` and `early` must
+    // find the same classes on a program with both.
     let g = small_saturated("gated_mlp");
     let mut en = Enumerator::new(&g);
     let after = en.run(Mode::After, usize::MAX, 600.0, usize::MAX);
@@ -229,4 +230,29 @@ fn modes_agree_on_gated_mlp() {
     assert!(ka.len() > 40, "{}", ka.len());
     assert_eq!(ka, ke);
     assert!(early.expanded_states * 10 < after.expanded_states);
+}
+
+#[test]
+fn covering_loses_no_class() {
+    // `early` also prunes a partial program when an earlier one with the
+    // same canonical form allows at least its completions (it left open
+    // what this one resolved); with that off it must find the same classes,
+    // expanding more.
+    for name in ["lora", "layernorm_gemm"] {
+        let g = small_saturated(name);
+        let mut en = Enumerator::new(&g);
+        let with = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+        en.use_covering(false);
+        let without = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+        assert!(with.complete && without.complete, "{name}");
+        let (kw, ko) = (keys(&with), keys(&without));
+        assert!(kw.len() > 30, "{name}: {}", kw.len());
+        assert_eq!(kw, ko, "{name}");
+        assert!(
+            with.expanded_states < without.expanded_states,
+            "{name}: {} vs {}",
+            with.expanded_states,
+            without.expanded_states
+        );
+    }
 }
