@@ -200,6 +200,9 @@ fn payload(w: u64) -> u32 {
 /// wrongly).
 const COVER_CHECKS: usize = 32;
 
+/// The most context words kept for inclusion checks (512 MiB).
+const ARENA_WORDS: usize = 64 << 20;
+
 /// Enumerates candidates of one e-graph.
 pub struct Enumerator<'a> {
     eg: &'a EGraph,
@@ -238,6 +241,8 @@ pub struct Enumerator<'a> {
     ctx: ContextScratch,
     /// How many earlier contexts [`Enumerator::covers`] is tried against.
     cover_checks: usize,
+    /// The key of a hole at each class, once interned (`u32::MAX` before).
+    hole_key: Vec<u32>,
     /// Options that compute nothing: parameters and constants.
     leaf: Vec<Vec<bool>>,
     /// For matmuls, reductions and reducing combines whose result has no
@@ -786,6 +791,7 @@ impl<'a> Enumerator<'a> {
             scratch: Scratch::default(),
             ctx: ContextScratch::default(),
             cover_checks: COVER_CHECKS,
+            hole_key: Vec::new(),
         };
         let mut org: Vec<Option<u32>> = vec![None; en.ids.len()];
         en.several_orgs = vec![false; en.ids.len()];
@@ -802,6 +808,7 @@ impl<'a> Enumerator<'a> {
             }
         }
         en.fixed = en.fixed_options();
+        en.hole_key = vec![u32::MAX; en.ids.len()];
         en
     }
 
@@ -1323,7 +1330,14 @@ impl<'a> Enumerator<'a> {
             }
             let j = s.choice[ci];
             if j == NONE {
-                let k = self.intern(HOLE, &[c]);
+                let k = match self.hole_key[ci] {
+                    u32::MAX => {
+                        let k = self.intern(HOLE, &[c]);
+                        self.hole_key[ci] = k;
+                        k
+                    }
+                    k => k,
+                };
                 sc.set(ci, k, true, u32::MAX);
                 sc.hreach[ci * hw..(ci + 1) * hw].fill(0);
                 if let Ok(i) = sorted_holes.binary_search(&c) {
@@ -1557,8 +1571,12 @@ impl<'a> Enumerator<'a> {
         {
             return Verdict::Seen;
         }
-        earlier.push((record.arena.len(), self.ctx.entries.len()));
-        record.arena.extend_from_slice(&self.ctx.entries);
+        // Past a memory budget, new contexts are no longer kept for
+        // inclusion checks (equal contexts are still pruned).
+        if record.arena.len() < ARENA_WORDS {
+            earlier.push((record.arena.len(), self.ctx.entries.len()));
+            record.arena.extend_from_slice(&self.ctx.entries);
+        }
         Verdict::New
     }
 
