@@ -219,6 +219,8 @@ pub struct Enumerator<'a> {
     /// same op over the same values. A partial result is not its whole
     /// value.
     value: Vec<u32>,
+    /// The number of value classes.
+    values: usize,
     /// Whether ops of two labels can produce a value class (otherwise the
     /// one-organization rule never excludes an option of that value).
     several_orgs: Vec<bool>,
@@ -652,6 +654,16 @@ impl<'a> Enumerator<'a> {
         let value: Vec<u32> = (0..ids.len() as u32)
             .map(|c| find(&mut parent, c))
             .collect();
+        // Value classes numbered densely (states keep one word per value).
+        let mut dense: HashMap<u32, u32> = HashMap::new();
+        let value: Vec<u32> = value
+            .iter()
+            .map(|v| {
+                let n = dense.len() as u32;
+                *dense.entry(*v).or_insert(n)
+            })
+            .collect();
+        let values = dense.len();
         // For keys, a `par.reduce` is a loop over an axis's tiles: with a
         // full-extent tile it is one iteration, so the partial result it
         // reduces is keyed as the whole value (like a full-extent tile of a
@@ -781,6 +793,7 @@ impl<'a> Enumerator<'a> {
             options,
             kids,
             several_orgs: Vec::new(),
+            values,
 
             kind,
             value,
@@ -794,7 +807,7 @@ impl<'a> Enumerator<'a> {
             hole_key: Vec::new(),
         };
         let mut org: Vec<Option<u32>> = vec![None; en.ids.len()];
-        en.several_orgs = vec![false; en.ids.len()];
+        en.several_orgs = vec![false; en.values];
         for c in 0..en.ids.len() {
             let v = en.value[c] as usize;
             for k in &en.kind[c] {
@@ -1609,7 +1622,7 @@ impl<'a> Enumerator<'a> {
         let mut first = State {
             choice: vec![NONE; n],
             holes,
-            produced: vec![u32::MAX; n],
+            produced: vec![u32::MAX; self.values],
         };
         let mut stacks: Vec<Vec<State>> = Vec::new();
         if self.force(mode, &mut first, &mut out.expanded_states) {
