@@ -290,7 +290,15 @@ struct Scratch {
     work: Vec<bool>,
     /// The pointwise region it ends (an index into `regions`), if any.
     region: Vec<u32>,
-    regions: Vec<Vec<u32>>,
+    /// Buffers of one call: the sorted holes, a node's inputs, the
+    /// traversal stack, the roots' keys.
+    holes: Vec<u32>,
+    inputs: Vec<u32>,
+    stack: Vec<(u32, bool)>,
+    roots: Vec<u32>,
+    /// Each region's inputs: a range of `region_keys`.
+    regions: Vec<(u32, u32)>,
+    region_keys: Vec<u32>,
     /// Keys read by ops and pointwise regions, and keys of values with
     /// work that a kernel stores.
     used: Vec<u32>,
@@ -315,6 +323,7 @@ impl Scratch {
         }
         self.now += 1;
         self.regions.clear();
+        self.region_keys.clear();
         self.used.clear();
         self.stored.clear();
         if self.hwords != hwords || self.hreach.len() != n * hwords {
@@ -1331,11 +1340,15 @@ impl<'a> Enumerator<'a> {
         let mut sc = std::mem::take(&mut self.scratch);
         sc.start(self.ids.len(), s.holes.len().div_ceil(64).max(1));
         let hw = sc.hwords;
-        let mut sorted_holes = s.holes.clone();
+        let mut sorted_holes = std::mem::take(&mut sc.holes);
+        sorted_holes.clear();
+        sorted_holes.extend_from_slice(&s.holes);
         sorted_holes.sort_unstable();
         let mut invalid = false;
-        let mut inputs: Vec<u32> = Vec::new();
-        let mut stack: Vec<(u32, bool)> = self.roots.iter().rev().map(|r| (*r, false)).collect();
+        let mut inputs = std::mem::take(&mut sc.inputs);
+        let mut stack = std::mem::take(&mut sc.stack);
+        stack.clear();
+        stack.extend(self.roots.iter().rev().map(|r| (*r, false)));
         while let Some((c, done)) = stack.pop() {
             let ci = c as usize;
             if sc.has(ci) {
@@ -1395,7 +1408,10 @@ impl<'a> Enumerator<'a> {
                     let x = x as usize;
                     let r = match sc.region[x] {
                         u32::MAX => None,
-                        r => Some(sc.regions[r as usize].as_slice()),
+                        r => {
+                            let (a, b) = sc.regions[r as usize];
+                            Some(&sc.region_keys[a as usize..b as usize])
+                        }
                     };
                     (sc.memo[x], r)
                 },
@@ -1427,7 +1443,9 @@ impl<'a> Enumerator<'a> {
                     sc.region[self.kids[ci][ji][0] as usize]
                 }
                 Kind::Pointwise(_) => {
-                    sc.regions.push(inputs.clone());
+                    let a = sc.region_keys.len() as u32;
+                    sc.region_keys.extend_from_slice(&inputs);
+                    sc.regions.push((a, sc.region_keys.len() as u32));
                     sc.regions.len() as u32 - 1
                 }
                 Kind::Materialize(_) | Kind::Op(_) | Kind::Loop(_) => u32::MAX,
@@ -1436,7 +1454,8 @@ impl<'a> Enumerator<'a> {
         }
         // A result computed whole by a pointwise op is stored like one
         // computed in tiles and combined.
-        let mut roots: Vec<u32> = Vec::with_capacity(self.roots.len());
+        let mut roots = std::mem::take(&mut sc.roots);
+        roots.clear();
         for i in 0..self.roots.len() {
             let ri = self.roots[i] as usize;
             let k = sc.memo[ri];
@@ -1455,6 +1474,10 @@ impl<'a> Enumerator<'a> {
         sc.stored.sort_unstable();
         sc.stored.dedup();
         invalid |= sc.used.iter().any(|k| sc.stored.binary_search(k).is_ok());
+        sc.holes = sorted_holes;
+        sc.inputs = inputs;
+        sc.stack = stack;
+        sc.roots = roots;
         self.scratch = sc;
         Canon { key, invalid }
     }
