@@ -173,6 +173,9 @@ struct State {
 
 const NONE: u16 = u16::MAX;
 
+/// The key of a fixed class, and the inputs of the region it ends, if any.
+type FixedKey = Option<(u32, Option<Vec<u32>>)>;
+
 /// Context entries (see [`Enumerator::context`]): the class, a tag and a
 /// payload in one word.
 fn entry(c: u32, tag: u64, payload: u32) -> u64 {
@@ -234,8 +237,13 @@ pub struct Enumerator<'a> {
     /// this function.
     pub progress: Option<String>,
     /// For classes whose every realization has the same key, the one
-    /// option `early` considers (see [`Enumerator::fixed_options`]).
+    /// option `early` considers (see [`Enumerator::fixed_options`]), and
+    /// likewise for classes whose every realization reads the same frontier
+    /// (see [`Enumerator::frontier_fixed`]).
     fixed: Vec<Option<u16>>,
+    /// The fixed classes proper: no completion depends on them, so they
+    /// are not context.
+    opaque: Vec<bool>,
     /// The interner's lookup buffer.
     ibuf: Vec<u32>,
     scratch: Scratch,
@@ -803,6 +811,7 @@ impl<'a> Enumerator<'a> {
             kids,
             several_orgs: Vec::new(),
             values,
+            opaque: Vec::new(),
 
             kind,
             value,
@@ -829,7 +838,7 @@ impl<'a> Enumerator<'a> {
                 }
             }
         }
-        en.fixed = en.fixed_options();
+        en.set_fixed(true);
         en.hole_key = vec![u32::MAX; en.ids.len()];
         en
     }
@@ -851,7 +860,7 @@ impl<'a> Enumerator<'a> {
     /// fixed class's value has no other kind of producer). And a completion
     /// never has a choice to make for a fixed class, so whether one is
     /// resolved yet is not context.
-    fn fixed_options(&mut self) -> Vec<Option<u16>> {
+    fn fixed_options(&mut self) -> (Vec<Option<u16>>, Vec<FixedKey>) {
         let n = self.ids.len();
         let mut other_op = vec![false; n];
         for c in 0..n {
@@ -955,6 +964,131 @@ impl<'a> Enumerator<'a> {
                 }
             }
             if !shrunk {
+                let picks = (0..n)
+                    .map(|c| if cand[c] { pick[c] } else { None })
+                    .collect();
+                let keys = (0..n)
+                    .map(|c| if cand[c] { key[c].clone() } else { None })
+                    .collect();
+                return (picks, keys);
+            }
+        }
+    }
+
+    /// Classes that every realization computes as the same pointwise
+    /// region over the same frontier, and the option `early` uses for each
+    /// (`None` elsewhere). A class is frontier-fixed when every option is a
+    /// view or a pointwise op (no op, materialization, loop or leaf), no
+    /// e-class of its value is computed by another kind of op, every
+    /// operand is frontier-fixed, fixed or neither (a *frontier* class,
+    /// whose choice stays free), and every realizable option gives the same
+    /// outcome: a region over the same inputs (the frontier classes it
+    /// reaches, and the keys fixed classes contribute), or a view passing one
+    /// frontier class through.
+    ///
+    /// Why `early` may use one option (no class is lost): take any candidate
+    /// and replace the choice of every frontier-fixed class it reaches by its
+    /// option (chosen when its operands already had outcomes, so these
+    /// choices are acyclic). Each such class then reaches the same frontier
+    /// classes, which keep their choices, so its key, whether it needs work
+    /// and the inputs of the region it ends do not change, and neither does
+    /// any other key; a cycle through a replaced class would run through its
+    /// frontier, which every realization reaches, so the candidate had one
+    /// too; and the one-organization rule still holds (their values have no
+    /// other kind of producer). Unlike fixed classes they are context: a
+    /// completion that reaches one reaches its frontier.
+    fn frontier_fixed(&self, fixed: &[Option<u16>], keys: &[FixedKey]) -> Vec<Option<u16>> {
+        let n = self.ids.len();
+        let mut other_op = vec![false; n];
+        for c in 0..n {
+            for j in 0..self.options[c].len() {
+                if matches!(self.kind[c][j], Kind::Op(_) | Kind::Loop(_)) && !self.leaf[c][j] {
+                    other_op[self.value[c] as usize] = true;
+                }
+            }
+        }
+        let mut cand: Vec<bool> = (0..n)
+            .map(|c| {
+                fixed[c].is_none()
+                    && !other_op[self.value[c] as usize]
+                    && (0..self.options[c].len()).all(|j| {
+                        !self.leaf[c][j]
+                            && matches!(self.kind[c][j], Kind::View | Kind::Pointwise(_))
+                    })
+            })
+            .collect();
+        // An outcome: whether the class ends a region, and the sorted inputs
+        // (`c << 1` for a frontier class, `k << 1 | 1` for a key).
+        type Outcome = (bool, Vec<u64>);
+        loop {
+            let mut out: Vec<Option<Outcome>> = vec![None; n];
+            let mut pick: Vec<Option<u16>> = vec![None; n];
+            let mut bad = vec![false; n];
+            // What an operand contributes: a candidate's outcome once known,
+            // a fixed class's key (or its region's inputs), a frontier class
+            // itself.
+            let contrib = |x: usize, out: &[Option<Outcome>]| -> Option<Outcome> {
+                if cand[x] {
+                    out[x].clone()
+                } else if let Some((k, r)) = &keys[x] {
+                    Some(match r {
+                        Some(r) => (true, r.iter().map(|k| u64::from(*k) << 1 | 1).collect()),
+                        None => (false, vec![u64::from(*k) << 1 | 1]),
+                    })
+                } else {
+                    Some((false, vec![(x as u64) << 1]))
+                }
+            };
+            loop {
+                let mut changed = false;
+                for c in 0..n {
+                    if !cand[c] || bad[c] {
+                        continue;
+                    }
+                    for j in 0..self.options[c].len() {
+                        let ks = &self.kids[c][j];
+                        let parts: Option<Vec<Outcome>> =
+                            ks.iter().map(|k| contrib(*k as usize, &out)).collect();
+                        let Some(parts) = parts else { continue };
+                        let o = match self.kind[c][j] {
+                            Kind::View => match parts.into_iter().next() {
+                                Some(p) => p,
+                                None => continue,
+                            },
+                            _ => {
+                                let mut v: Vec<u64> =
+                                    parts.into_iter().flat_map(|(_, v)| v).collect();
+                                v.sort_unstable();
+                                v.dedup();
+                                (true, v)
+                            }
+                        };
+                        match &out[c] {
+                            None => {
+                                out[c] = Some(o);
+                                pick[c] = Some(j as u16);
+                                changed = true;
+                            }
+                            Some(prev) if *prev != o => {
+                                bad[c] = true;
+                                changed = true;
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                }
+                if !changed {
+                    break;
+                }
+            }
+            let mut shrunk = false;
+            for c in 0..n {
+                if cand[c] && (bad[c] || out[c].is_none()) {
+                    cand[c] = false;
+                    shrunk = true;
+                }
+            }
+            if !shrunk {
                 return (0..n)
                     .map(|c| if cand[c] { pick[c] } else { None })
                     .collect();
@@ -995,7 +1129,7 @@ impl<'a> Enumerator<'a> {
         stack.extend_from_slice(&s.holes);
         while let Some(c) = stack.pop() {
             let ci = c as usize;
-            if self.fixed[ci].is_some() || self.ctx.stamp[ci] == now {
+            if self.opaque[ci] || self.ctx.stamp[ci] == now {
                 continue;
             }
             self.ctx.stamp[ci] = now;
@@ -1005,10 +1139,13 @@ impl<'a> Enumerator<'a> {
             }
             // Options the one-organization rule already rules out are never
             // chosen by a completion: what they reference is not context.
-            for (j, ks) in self.kids[ci].iter().enumerate() {
+            // (Only `early` compares contexts: a frontier-fixed class has
+            // one option there.)
+            for j in self.choices(Mode::Early, c) {
                 if self.allowed(s, c, j) {
                     stack.extend(
-                        ks.iter()
+                        self.kids[ci][j]
+                            .iter()
                             .copied()
                             .filter(|k| self.ctx.stamp[*k as usize] != now),
                     );
@@ -1779,11 +1916,21 @@ impl<'a> Enumerator<'a> {
     /// Turn the fixed-class shortcut of `early` off (an ablation, used to
     /// test that it loses no class) or back on.
     pub fn use_fixed_classes(&mut self, on: bool) {
-        self.fixed = if on {
-            self.fixed_options()
-        } else {
-            vec![None; self.ids.len()]
-        };
+        self.set_fixed(on);
+    }
+
+    /// Fixed and frontier-fixed classes on or off.
+    fn set_fixed(&mut self, on: bool) {
+        let n = self.ids.len();
+        if !on {
+            self.fixed = vec![None; n];
+            self.opaque = vec![false; n];
+            return;
+        }
+        let (fixed, keys) = self.fixed_options();
+        self.opaque = fixed.iter().map(Option::is_some).collect();
+        let frontier = self.frontier_fixed(&fixed, &keys);
+        self.fixed = (0..n).map(|c| fixed[c].or(frontier[c])).collect();
     }
 
     /// Turn pruning by context inclusion ([`Enumerator::covers`]) off (an
