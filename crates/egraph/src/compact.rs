@@ -1598,6 +1598,11 @@ impl<'a> Enumerator<'a> {
             let k = sc.memo[ri];
             let j = s.choice[ri];
             let k = if j != NONE && matches!(self.kind[ri][j as usize], Kind::Pointwise(_)) {
+                // Stored like a materialization of the region, for the rule
+                // below too.
+                if sc.work[ri] {
+                    sc.stored.push(k);
+                }
                 self.intern(self.root_store[ri], &[k])
             } else {
                 k
