@@ -173,6 +173,33 @@ struct State {
 
 const NONE: u16 = u16::MAX;
 
+/// The outcome of a realization in [`Enumerator::frontier_fixed`]:
+/// whether it ends a pointwise region, and its symbolic key.
+type Outcome = (bool, u64);
+
+/// Symbolic keys over frontier classes, interned, with the inputs of the
+/// regions among them.
+#[derive(Default)]
+struct Terms {
+    ids: HashMap<Vec<u64>, u64>,
+    inputs: Vec<Vec<u64>>,
+}
+
+impl Terms {
+    fn get(&mut self, v: Vec<u64>, inputs: Option<Vec<u64>>) -> u64 {
+        let n = self.ids.len() as u64;
+        let id = *self.ids.entry(v).or_insert(n);
+        if id == n {
+            self.inputs.push(inputs.unwrap_or_default());
+        }
+        id
+    }
+
+    fn inputs(&self, t: u64) -> &[u64] {
+        &self.inputs[t as usize]
+    }
+}
+
 /// The key of a fixed class, and the inputs of the region it ends, if any.
 type FixedKey = Option<(u32, Option<Vec<u32>>)>;
 
@@ -975,70 +1002,52 @@ impl<'a> Enumerator<'a> {
         }
     }
 
-    /// Classes that every realization computes as the same pointwise
-    /// region over the same frontier, and the option `early` uses for each
-    /// (`None` elsewhere). A class is frontier-fixed when every option is a
-    /// view or a pointwise op (no op, materialization, loop or leaf), no
-    /// e-class of its value is computed by another kind of op, every
-    /// operand is frontier-fixed, fixed or neither (a *frontier* class,
-    /// whose choice stays free), and every realizable option gives the same
-    /// outcome: a region over the same inputs (the frontier classes it
-    /// reaches, and the keys fixed classes contribute), or a view passing one
-    /// frontier class through.
+    /// Classes whose every realization has the same canonical form over
+    /// the same frontier, and the option `early` uses for each (`None`
+    /// elsewhere). The frontier of a class is what its realizations reach
+    /// that is neither fixed nor frontier-fixed: classes whose choice stays
+    /// free. A class is frontier-fixed when it is not fixed, every option
+    /// that organizes its value does so for a value with one organization,
+    /// and every realizable option gives the same *outcome*: the symbolic
+    /// key of [`Enumerator::node_key_parts`] with frontier classes as
+    /// variables (and fixed classes as their keys). Say a pointwise region
+    /// written `partition(mul(cast(x), s))` or `mul(partition(cast(x)),
+    /// partition(s))` over a row statistic `s` whose organization is still
+    /// open, or a stored matmul computed whole, in row tiles combined, or as
+    /// a K loop.
     ///
     /// Why `early` may use one option (no class is lost): take any candidate
     /// and replace the choice of every frontier-fixed class it reaches by its
     /// option (chosen when its operands already had outcomes, so these
-    /// choices are acyclic). Each such class then reaches the same frontier
-    /// classes, which keep their choices, so its key, whether it needs work
-    /// and the inputs of the region it ends do not change, and neither does
-    /// any other key; a cycle through a replaced class would run through its
-    /// frontier, which every realization reaches, so the candidate had one
-    /// too; and the one-organization rule still holds (their values have no
-    /// other kind of producer). Unlike fixed classes they are context: a
+    /// choices are acyclic). Each such class then has the same outcome over
+    /// the same frontier classes, which keep their choices, so its key,
+    /// whether it needs work and the inputs of the region it ends do not
+    /// change, and neither does any other key; a cycle through a replaced
+    /// class would run through its frontier, which every realization
+    /// reaches, so the candidate had one too; and the one-organization rule
+    /// still holds, because every choice that organizes a value is for a
+    /// value with one organization. The rules of the candidate space depend
+    /// only on the canonical form. Unlike fixed classes they are context: a
     /// completion that reaches one reaches its frontier.
     fn frontier_fixed(&self, fixed: &[Option<u16>], keys: &[FixedKey]) -> Vec<Option<u16>> {
         let n = self.ids.len();
-        let mut other_op = vec![false; n];
-        for c in 0..n {
-            for j in 0..self.options[c].len() {
-                if matches!(self.kind[c][j], Kind::Op(_) | Kind::Loop(_)) && !self.leaf[c][j] {
-                    other_op[self.value[c] as usize] = true;
-                }
-            }
-        }
+        // Candidates: not fixed, and every option that organizes a value
+        // does so for a value with one organization (so the rule never
+        // excludes it).
         let mut cand: Vec<bool> = (0..n)
             .map(|c| {
                 fixed[c].is_none()
-                    && !other_op[self.value[c] as usize]
                     && (0..self.options[c].len()).all(|j| {
-                        !self.leaf[c][j]
-                            && matches!(self.kind[c][j], Kind::View | Kind::Pointwise(_))
+                        self.kind[c][j].org().is_none()
+                            || !self.several_orgs[self.value[c] as usize]
                     })
             })
             .collect();
-        // An outcome: whether the class ends a region, and the sorted inputs
-        // (`c << 1` for a frontier class, `k << 1 | 1` for a key).
-        type Outcome = (bool, Vec<u64>);
         loop {
+            let mut terms = Terms::default();
             let mut out: Vec<Option<Outcome>> = vec![None; n];
             let mut pick: Vec<Option<u16>> = vec![None; n];
             let mut bad = vec![false; n];
-            // What an operand contributes: a candidate's outcome once known,
-            // a fixed class's key (or its region's inputs), a frontier class
-            // itself.
-            let contrib = |x: usize, out: &[Option<Outcome>]| -> Option<Outcome> {
-                if cand[x] {
-                    out[x].clone()
-                } else if let Some((k, r)) = &keys[x] {
-                    Some(match r {
-                        Some(r) => (true, r.iter().map(|k| u64::from(*k) << 1 | 1).collect()),
-                        None => (false, vec![u64::from(*k) << 1 | 1]),
-                    })
-                } else {
-                    Some((false, vec![(x as u64) << 1]))
-                }
-            };
             loop {
                 let mut changed = false;
                 for c in 0..n {
@@ -1046,30 +1055,48 @@ impl<'a> Enumerator<'a> {
                         continue;
                     }
                     for j in 0..self.options[c].len() {
-                        let ks = &self.kids[c][j];
-                        let parts: Option<Vec<Outcome>> =
-                            ks.iter().map(|k| contrib(*k as usize, &out)).collect();
-                        let Some(parts) = parts else { continue };
-                        let o = match self.kind[c][j] {
-                            Kind::View => match parts.into_iter().next() {
-                                Some(p) => p,
-                                None => continue,
-                            },
-                            _ => {
-                                let mut v: Vec<u64> =
-                                    parts.into_iter().flat_map(|(_, v)| v).collect();
-                                v.sort_unstable();
-                                v.dedup();
-                                (true, v)
-                            }
-                        };
-                        match &out[c] {
+                        // What each operand contributes: a candidate's
+                        // outcome once known, a fixed class's key (and its
+                        // region's inputs), a frontier class itself.
+                        let mut parts: Vec<Outcome> = Vec::new();
+                        let mut ready = true;
+                        for &x in &self.kids[c][j] {
+                            let x = x as usize;
+                            let p = if cand[x] {
+                                match out[x] {
+                                    Some(p) => p,
+                                    None => {
+                                        ready = false;
+                                        break;
+                                    }
+                                }
+                            } else if let Some((k, r)) = &keys[x] {
+                                match r {
+                                    Some(r) => {
+                                        let inputs: Vec<u64> = r
+                                            .iter()
+                                            .map(|k| terms.get(vec![1, u64::from(*k)], None))
+                                            .collect();
+                                        (true, terms.get(vec![3, u64::from(*k)], Some(inputs)))
+                                    }
+                                    None => (false, terms.get(vec![1, u64::from(*k)], None)),
+                                }
+                            } else {
+                                (false, terms.get(vec![0, x as u64], None))
+                            };
+                            parts.push(p);
+                        }
+                        if !ready {
+                            continue;
+                        }
+                        let o = self.outcome(c, j, &parts, &mut terms);
+                        match out[c] {
                             None => {
                                 out[c] = Some(o);
                                 pick[c] = Some(j as u16);
                                 changed = true;
                             }
-                            Some(prev) if *prev != o => {
+                            Some(prev) if prev != o => {
                                 bad[c] = true;
                                 changed = true;
                             }
@@ -1092,6 +1119,48 @@ impl<'a> Enumerator<'a> {
                 return (0..n)
                     .map(|c| if cand[c] { pick[c] } else { None })
                     .collect();
+            }
+        }
+    }
+
+    /// The outcome of option `j` of class `c` given its operands': the
+    /// symbolic form of [`Enumerator::node_key_parts`] over frontier
+    /// classes.
+    fn outcome(&self, c: usize, j: usize, parts: &[Outcome], terms: &mut Terms) -> Outcome {
+        let stored = |t: u64, terms: &mut Terms| match self.stores[c][j] {
+            Some(m) => (false, terms.get(vec![5, u64::from(m), t], None)),
+            None => (false, t),
+        };
+        match self.kind[c][j] {
+            Kind::View => parts[0],
+            Kind::Loop(_) => match self.stores[c][j] {
+                Some(_) => stored(parts[0].1, terms),
+                None => parts[0],
+            },
+            Kind::Pointwise(label) => {
+                let mut inputs: Vec<u64> = Vec::new();
+                for (r, t) in parts {
+                    if *r {
+                        inputs.extend_from_slice(terms.inputs(*t));
+                    } else {
+                        inputs.push(*t);
+                    }
+                }
+                inputs.sort_unstable();
+                inputs.dedup();
+                let mut v = vec![4, u64::from(label)];
+                v.extend_from_slice(&inputs);
+                (true, terms.get(v, Some(inputs)))
+            }
+            Kind::Materialize(label) => (
+                false,
+                terms.get(vec![5, u64::from(label), parts[0].1], None),
+            ),
+            Kind::Op(label) => {
+                let mut v = vec![6, u64::from(label)];
+                v.extend(parts.iter().map(|p| p.1));
+                let t = terms.get(v, None);
+                stored(t, terms)
             }
         }
     }
