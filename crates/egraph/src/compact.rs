@@ -289,8 +289,6 @@ pub struct Enumerator<'a> {
     /// For each result class, the label of a materialization of its type:
     /// a result is written to memory however it is computed.
     root_store: Vec<u32>,
-    /// Whether each class is a root (its value is a result).
-    is_root: Vec<bool>,
     /// How each option reads the fields of its tuple operands.
     fields: Vec<Vec<FieldUse>>,
     /// The number of fields of each tuple-typed class (0 for tensors).
@@ -325,6 +323,8 @@ struct Scratch {
     work: Vec<bool>,
     /// The pointwise region it ends (an index into `regions`), if any.
     region: Vec<u32>,
+    /// Keys of materializations of values without work.
+    pure: Vec<u32>,
     /// Buffers of one call: the sorted holes, a node's inputs, the
     /// traversal stack, the roots' keys.
     holes: Vec<u32>,
@@ -359,6 +359,7 @@ impl Scratch {
         self.now += 1;
         self.regions.clear();
         self.region_keys.clear();
+        self.pure.clear();
         self.used.clear();
         self.stored.clear();
         if self.hwords != hwords || self.hreach.len() != n * hwords {
@@ -795,10 +796,6 @@ impl<'a> Enumerator<'a> {
                 roots.push(*i);
             }
         }
-        let mut is_root = vec![false; ids.len()];
-        for r in &roots {
-            is_root[*r as usize] = true;
-        }
         let leaf = options
             .iter()
             .map(|os| {
@@ -828,7 +825,6 @@ impl<'a> Enumerator<'a> {
             root_store,
             fixed: Vec::new(),
             leaf,
-            is_root,
             fields,
             arity,
             roots,
@@ -874,8 +870,9 @@ impl<'a> Enumerator<'a> {
     /// the option `early` uses for each (`None` elsewhere). A class is fixed
     /// when every option is a parameter, a constant, a view or a pointwise
     /// op over fixed classes (a `par.combine` of a fixed class into a whole
-    /// buffer is never a candidate unless the class is a result, see
-    /// [`Enumerator::canon_parts`]), no e-class of its value is computed by
+    /// buffer is never a candidate unless its key is a result's, which needs
+    /// a result of the same value; see [`Enumerator::canon_parts`]), no
+    /// e-class of its value is computed by
     /// another kind of op, and all its realizable options give one key.
     ///
     /// Why `early` may fix them (no class is lost): take any candidate and
@@ -898,6 +895,10 @@ impl<'a> Enumerator<'a> {
             }
         }
         let mut cand: Vec<bool> = (0..n).map(|c| !other_op[self.value[c] as usize]).collect();
+        let mut result_value = vec![false; n];
+        for r in &self.roots {
+            result_value[self.kvalue[*r as usize] as usize] = true;
+        }
         loop {
             // Greatest set closed under "every option is a leaf, a view or
             // pointwise over candidates (or an invalid materialization)".
@@ -913,8 +914,10 @@ impl<'a> Enumerator<'a> {
                                 Kind::View | Kind::Pointwise(_) => {
                                     self.kids[c][j].iter().all(|k| cand[*k as usize])
                                 }
+                                // Invalid unless its key is a result's, which
+                                // needs a result of the same value.
                                 Kind::Materialize(_) => {
-                                    !self.is_root[c]
+                                    !result_value[self.kvalue[c] as usize]
                                         && self.kids[c][j].iter().all(|k| cand[*k as usize])
                                 }
                                 Kind::Op(_) | Kind::Loop(_) => false,
@@ -1534,10 +1537,12 @@ impl<'a> Enumerator<'a> {
     /// of the candidate space: a program does not materialize (combine into
     /// a whole buffer) a value whose computation is only loads and pointwise
     /// work over parameters, constants and other materialized values, unless
-    /// it is a result. Such a kernel only moves data that every reader could
-    /// compute from the same loads; it is what fusion removes. The check is
-    /// monotone (a hole counts as work), so partial programs that fail it
-    /// are dropped at once.
+    /// it is a result (its key is a result's key: the rule depends only on
+    /// the canonical form, not on which e-class materializes). Such a kernel
+    /// only moves data that every reader could compute from the same loads;
+    /// it is what fusion removes. The check is monotone (a hole counts as
+    /// work, and it waits until no result reaches a hole), so partial
+    /// programs that fail it are dropped at once.
     fn canon_parts(&mut self, s: &State) -> Canon {
         // Per-class results live in the scratch buffers, valid where their
         // stamp is this call's: the key of each class reached, the holes it
@@ -1599,10 +1604,7 @@ impl<'a> Enumerator<'a> {
                 && match self.kind[ci][ji] {
                     Kind::View => sc.work[kids[0] as usize],
                     Kind::Pointwise(_) => kids.iter().any(|x| sc.work[*x as usize]),
-                    Kind::Materialize(_) => {
-                        invalid |= !sc.work[kids[0] as usize] && !self.is_root[ci];
-                        false
-                    }
+                    Kind::Materialize(_) => false,
                     // An op whose kernel writes its result to memory is a
                     // load for its readers, like a materialization.
                     Kind::Op(_) | Kind::Loop(_) => self.stores[ci][ji].is_none(),
@@ -1635,6 +1637,10 @@ impl<'a> Enumerator<'a> {
                 Kind::Materialize(_) => {
                     if sc.work[self.kids[ci][ji][0] as usize] {
                         sc.stored.push(inputs[0]);
+                    } else {
+                        // Materializes a value without work: only a result
+                        // may (checked below, by key).
+                        sc.pure.push(k);
                     }
                 }
                 Kind::Op(_) => sc.used.extend_from_slice(&inputs),
@@ -1679,6 +1685,19 @@ impl<'a> Enumerator<'a> {
             roots.push(k);
         }
         let key = self.intern(ROOTS, &roots);
+        // A materialization of a value without work is a result's (by key,
+        // so that the rule depends only on the canonical form). While a
+        // result still reaches holes its key may yet become one of these,
+        // so the check waits (it stays monotone).
+        let settled = self
+            .roots
+            .iter()
+            .all(|r| sc.hreach(*r as usize).iter().all(|w| *w == 0));
+        if settled {
+            invalid |= sc.pure.iter().any(|k| {
+                !roots.contains(k) && !self.roots.iter().any(|r| sc.memo[*r as usize] == *k)
+            });
+        }
         // A value computed with work and stored is not computed again in
         // another kernel: that kernel could load it instead (kernels write
         // one buffer each, so a reader computing it is a second kernel).
