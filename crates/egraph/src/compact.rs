@@ -280,6 +280,8 @@ pub struct Enumerator<'a> {
     cover_checks: usize,
     /// The key of a hole at each class, once interned (`u32::MAX` before).
     hole_key: Vec<u32>,
+    /// The keys of holes.
+    hole_of_key: FxHashSet<u32>,
     /// Options that compute nothing: parameters and constants.
     leaf: Vec<Vec<bool>>,
     /// For matmuls, reductions and reducing combines whose result has no
@@ -846,6 +848,7 @@ impl<'a> Enumerator<'a> {
             ctx: ContextScratch::default(),
             cover_checks: COVER_CHECKS,
             hole_key: Vec::new(),
+            hole_of_key: FxHashSet::default(),
         };
         let mut org: Vec<Option<u32>> = vec![None; en.ids.len()];
         en.several_orgs = vec![false; en.values];
@@ -1571,6 +1574,7 @@ impl<'a> Enumerator<'a> {
                     u32::MAX => {
                         let k = self.intern(HOLE, &[c]);
                         self.hole_key[ci] = k;
+                        self.hole_of_key.insert(k);
                         k
                     }
                     k => k,
@@ -1625,14 +1629,23 @@ impl<'a> Enumerator<'a> {
                 },
                 &mut inputs,
             );
-            if self.key_value.len() <= k as usize {
-                self.key_value.resize(k as usize + 1, u32::MAX);
+            // The value a key computes, for keys that reach no hole (a key
+            // with holes may still change shape: a hole resolved as a
+            // pointwise op merges into the region reading it).
+            if sc.hreach(ci).iter().all(|w| *w == 0) {
+                if self.key_value.len() <= k as usize {
+                    self.key_value.resize(k as usize + 1, u32::MAX);
+                }
+                self.key_value[k as usize] = self.kvalue[ci];
             }
-            self.key_value[k as usize] = self.kvalue[ci];
             match self.kind[ci][ji] {
                 Kind::Pointwise(_) => {
                     invalid |= self.reads_twice(&inputs, &mut sc.vals);
-                    sc.used.extend_from_slice(&inputs);
+                    // A hole read by a region may yet merge into it (if it
+                    // is resolved as a pointwise op): not a use yet.
+                    let holes = &self.hole_of_key;
+                    sc.used
+                        .extend(inputs.iter().filter(|k| !holes.contains(*k)));
                 }
                 Kind::Materialize(_) => {
                     if sc.work[self.kids[ci][ji][0] as usize] {
@@ -1672,7 +1685,9 @@ impl<'a> Enumerator<'a> {
             let ri = self.roots[i] as usize;
             let k = sc.memo[ri];
             let j = s.choice[ri];
-            let k = if j != NONE && matches!(self.kind[ri][j as usize], Kind::Pointwise(_)) {
+            // (By the region the result ends, whatever e-node ends it: a
+            // view of a region is the region.)
+            let k = if j != NONE && sc.region[ri] != u32::MAX {
                 // Stored like a materialization of the region, for the rule
                 // below too.
                 if sc.work[ri] {
