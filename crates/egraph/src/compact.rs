@@ -200,6 +200,43 @@ impl Terms {
     }
 }
 
+/// Record what option `j` of a class gives in a bottom-up pass where every
+/// realizable option must agree: the first is kept (and picked), a
+/// different one marks the class `bad`. True when anything changed.
+fn agree<T: PartialEq>(
+    slot: &mut Option<T>,
+    pick: &mut Option<u16>,
+    bad: &mut bool,
+    v: T,
+    j: usize,
+) -> bool {
+    match slot {
+        None => {
+            *slot = Some(v);
+            *pick = Some(j as u16);
+            true
+        }
+        Some(prev) if *prev != v => {
+            *bad = true;
+            true
+        }
+        Some(_) => false,
+    }
+}
+
+/// Drop from `cand` the classes that are `bad` or got no value; true when
+/// any was dropped (the pass runs again on the smaller set).
+fn shrink(cand: &mut [bool], bad: &[bool], defined: impl Fn(usize) -> bool) -> bool {
+    let mut shrunk = false;
+    for c in 0..cand.len() {
+        if cand[c] && (bad[c] || !defined(c)) {
+            cand[c] = false;
+            shrunk = true;
+        }
+    }
+    shrunk
+}
+
 /// The key of a fixed class, and the inputs of the region it ends, if any.
 type FixedKey = Option<(u32, Option<Vec<u32>>)>;
 
@@ -970,33 +1007,14 @@ impl<'a> Enumerator<'a> {
                             Kind::Pointwise(_) => Some(inputs.clone()),
                             _ => None,
                         };
-                        let kv = (k, region);
-                        match &key[c] {
-                            None => {
-                                key[c] = Some(kv);
-                                pick[c] = Some(j as u16);
-                                changed = true;
-                            }
-                            Some(prev) if *prev != kv => {
-                                bad[c] = true;
-                                changed = true;
-                            }
-                            Some(_) => {}
-                        }
+                        changed |= agree(&mut key[c], &mut pick[c], &mut bad[c], (k, region), j);
                     }
                 }
                 if !changed {
                     break;
                 }
             }
-            let mut shrunk = false;
-            for c in 0..n {
-                if cand[c] && (bad[c] || key[c].is_none()) {
-                    cand[c] = false;
-                    shrunk = true;
-                }
-            }
-            if !shrunk {
+            if !shrink(&mut cand, &bad, |c| key[c].is_some()) {
                 let picks = (0..n)
                     .map(|c| if cand[c] { pick[c] } else { None })
                     .collect();
@@ -1096,32 +1114,14 @@ impl<'a> Enumerator<'a> {
                             continue;
                         }
                         let o = self.outcome(c, j, &parts, &mut terms);
-                        match out[c] {
-                            None => {
-                                out[c] = Some(o);
-                                pick[c] = Some(j as u16);
-                                changed = true;
-                            }
-                            Some(prev) if prev != o => {
-                                bad[c] = true;
-                                changed = true;
-                            }
-                            Some(_) => {}
-                        }
+                        changed |= agree(&mut out[c], &mut pick[c], &mut bad[c], o, j);
                     }
                 }
                 if !changed {
                     break;
                 }
             }
-            let mut shrunk = false;
-            for c in 0..n {
-                if cand[c] && (bad[c] || out[c].is_none()) {
-                    cand[c] = false;
-                    shrunk = true;
-                }
-            }
-            if !shrunk {
+            if !shrink(&mut cand, &bad, |c| out[c].is_some()) {
                 return (0..n)
                     .map(|c| if cand[c] { pick[c] } else { None })
                     .collect();
