@@ -313,6 +313,11 @@ pub struct Enumerator<'a> {
     scratch: Scratch,
     /// Buffers of [`Enumerator::context`].
     ctx: ContextScratch,
+    /// Buffers of [`Enumerator::determine`].
+    det: Determined,
+    /// Whether `early` resolves determined holes at once and compares
+    /// contexts with determined classes as resolved.
+    use_determined: bool,
     /// How many earlier contexts [`Enumerator::covers`] is tried against.
     cover_checks: usize,
     /// The key of a hole at each class, once interned (`u32::MAX` before).
@@ -423,6 +428,67 @@ impl Scratch {
     }
 }
 
+/// What [`Enumerator::determine`] found for the open classes of a state:
+/// for each class whose every completion gives it one key (a
+/// *determined* class), that key, the inputs of the pointwise region it
+/// ends (if it ends one), whether it needs work, the holes it reaches, and
+/// the option `early` chooses for it.
+#[derive(Default)]
+struct Determined {
+    /// Per class: 0 not visited, 1 being visited, 2 not determined,
+    /// 3 determined (its entry at `at`).
+    mark: Vec<u8>,
+    at: Vec<u32>,
+    key: Vec<u32>,
+    /// A range of `region_keys`, or `u32::MAX` where it ends no region.
+    region: Vec<(u32, u32)>,
+    region_keys: Vec<u32>,
+    work: Vec<bool>,
+    /// `hwords` words per entry.
+    hreach: Vec<u64>,
+    /// The organizations its realizations fix: a range of `effect_list`
+    /// ((value, label) pairs).
+    effects: Vec<(u32, u32)>,
+    effect_list: Vec<(u32, u32)>,
+    pick: Vec<u16>,
+    /// Per class being visited, how deep.
+    depth: Vec<u32>,
+    /// Visits left in this state (the work is bounded; a class left
+    /// undecided is not determined).
+    budget: usize,
+}
+
+/// What one option of a class gives it in every completion (see
+/// [`Enumerator::determine`]): its key, the inputs of the region it ends,
+/// whether it needs work, the holes it reaches and the organizations it
+/// fixes.
+#[derive(PartialEq)]
+struct Realization {
+    key: u32,
+    region: Option<Vec<u32>>,
+    work: bool,
+    reach: Vec<u64>,
+    effects: Vec<(u32, u32)>,
+}
+
+impl Determined {
+    fn reset(&mut self, n: usize) {
+        self.mark.clear();
+        self.mark.resize(n, 0);
+        self.at.resize(n, 0);
+        self.depth.resize(n, 0);
+        self.budget = 8 * n;
+        self.key.clear();
+        self.region.clear();
+        self.region_keys.clear();
+        self.work.clear();
+        self.hreach.clear();
+        self.effects.clear();
+        self.effect_list.clear();
+        self.pick.clear();
+    }
+}
+
 /// Buffers reused by [`Enumerator::context`]: a class is visited when its
 /// stamp is the call's.
 #[derive(Default)]
@@ -464,6 +530,7 @@ enum Verdict {
 }
 
 /// A partial program's canonical form and what pruning needs from it.
+#[derive(Clone, Copy)]
 struct Canon {
     /// The canonical form (equal numbers for equal forms).
     key: u32,
@@ -883,6 +950,8 @@ impl<'a> Enumerator<'a> {
             ibuf: Vec::new(),
             scratch: Scratch::default(),
             ctx: ContextScratch::default(),
+            det: Determined::default(),
+            use_determined: true,
             cover_checks: COVER_CHECKS,
             hole_key: Vec::new(),
             hole_of_key: FxHashSet::default(),
@@ -1202,6 +1271,9 @@ impl<'a> Enumerator<'a> {
         stack.clear();
         region.clear();
         stack.extend_from_slice(&s.holes);
+        let sc = std::mem::take(&mut self.scratch);
+        let mut d = std::mem::take(&mut self.det);
+        d.reset(n);
         while let Some(c) = stack.pop() {
             let ci = c as usize;
             if self.opaque[ci] || self.ctx.stamp[ci] == now {
@@ -1210,6 +1282,13 @@ impl<'a> Enumerator<'a> {
             self.ctx.stamp[ci] = now;
             region.push(c);
             if s.choice[ci] != NONE {
+                continue;
+            }
+            // A determined class is as good as resolved: every completion
+            // gives it the same key and holes (see
+            // [`Enumerator::determine`]), and what only it reaches is never
+            // referenced otherwise.
+            if self.use_determined && self.determine(s, &sc, &mut d, c) {
                 continue;
             }
             // Options the one-organization rule already rules out are never
@@ -1227,16 +1306,25 @@ impl<'a> Enumerator<'a> {
                 }
             }
         }
-        let sc = &self.scratch;
         region.sort_unstable();
         // The context as explicit entries, for [`Enumerator::covers`]: per
         // class of the region in order, one word (see [`entry`]) and, for
         // a resolved class that reaches holes, the hole words.
         let entries = &mut self.ctx.entries;
         entries.clear();
+        let hw = sc.hwords;
         for &c in &region {
             let ci = c as usize;
-            if s.choice[ci] == NONE {
+            if s.choice[ci] == NONE && d.mark[ci] == 3 {
+                let e = d.at[ci] as usize;
+                let h = &d.hreach[e * hw..(e + 1) * hw];
+                if h.iter().all(|w| *w == 0) {
+                    entries.push(entry(c, RESOLVED, d.key[e]));
+                } else {
+                    entries.push(entry(c, REACHES, d.key[e]));
+                    entries.extend_from_slice(h);
+                }
+            } else if s.choice[ci] == NONE {
                 // The organization chosen for its value matters only where
                 // the value has several.
                 let v = self.value[ci] as usize;
@@ -1257,6 +1345,8 @@ impl<'a> Enumerator<'a> {
         entries.hash(&mut hasher);
         self.ctx.stack = stack;
         self.ctx.region = region;
+        self.scratch = sc;
+        self.det = d;
         hasher.finish()
     }
 
@@ -1652,7 +1742,12 @@ impl<'a> Enumerator<'a> {
                         sc.stored.push(inputs[0]);
                     } else {
                         // Materializes a value without work: only a result
-                        // may (checked below, by key).
+                        // may (checked below, by key). A key names one
+                        // value, so a materialization of a value that no
+                        // result has never becomes a result's: invalid now
+                        // (the rest of the check waits for the results).
+                        let v = self.kvalue[ci];
+                        invalid |= !self.roots.iter().any(|r| self.kvalue[*r as usize] == v);
                         sc.pure.push(k);
                     }
                 }
@@ -1796,6 +1891,284 @@ impl<'a> Enumerator<'a> {
         true
     }
 
+    /// Whether the open class `c` of `s` is *determined*: every way a
+    /// completion of `s` can realize it gives it the same [`Realization`]
+    /// (key, region inputs, need for work, reached holes and the
+    /// organizations it fixes, of values that have several and none chosen
+    /// yet). Checked option by option, over the options `early` tries that
+    /// the one-organization rule allows: each operand must be resolved (its
+    /// key is in the scratch buffers of the last
+    /// [`Enumerator::canon_parts`] of `s`) or open and determined itself,
+    /// and all options must agree. An option that leads back to a class
+    /// being checked is skipped (no acyclic completion realizes it while
+    /// that class reaches it); a result that relied on skipping one for a
+    /// class above is not kept (it holds only below that class). Options
+    /// whose realizations fix two organizations of one value are skipped
+    /// too (never a candidate). Results go to `d`; the work per state is
+    /// bounded (past it, classes are not determined).
+    fn determine(&mut self, s: &State, sc: &Scratch, d: &mut Determined, c: u32) -> bool {
+        self.determine_at(s, sc, d, c, 0).is_some()
+    }
+
+    /// [`Enumerator::determine`] for a class `depth` calls deep: `None`
+    /// when not determined; otherwise the least depth of a class being
+    /// visited that an option of it or of a class it reads was skipped for
+    /// (a completion choosing that option would close a cycle through that
+    /// class), or `u32::MAX`. A result that depends on a class being visited
+    /// above it holds only below that class and is not kept.
+    fn determine_at(
+        &mut self,
+        s: &State,
+        sc: &Scratch,
+        d: &mut Determined,
+        c: u32,
+        depth: u32,
+    ) -> Option<u32> {
+        let ci = c as usize;
+        match d.mark[ci] {
+            2 => return None,
+            3 => return Some(u32::MAX),
+            _ => {}
+        }
+        d.budget = d.budget.checked_sub(1)?;
+        let v = self.value[ci] as usize;
+        d.mark[ci] = 1;
+        d.depth[ci] = depth;
+        let mut taint = u32::MAX;
+        let hw = sc.hwords;
+        let mut found: Option<(Realization, u16)> = None;
+        let mut inputs: Vec<u32> = Vec::new();
+        let mut ok = true;
+        'options: for j in self.choices(Mode::Early, c) {
+            // Options the one-organization rule rules out are never chosen.
+            if !self.allowed(s, c, j) {
+                continue;
+            }
+            for xk in 0..self.kids[ci][j].len() {
+                let x = self.kids[ci][j][xk];
+                let xi = x as usize;
+                if s.choice[xi] == NONE && d.mark[xi] == 1 {
+                    // Back to a class being visited: a completion choosing
+                    // this option (while that class reaches it) has a cycle.
+                    taint = taint.min(d.depth[xi]);
+                    continue 'options;
+                }
+                let known = if s.choice[xi] == NONE {
+                    match self.determine_at(s, sc, d, x, depth + 1) {
+                        Some(t) => {
+                            taint = taint.min(t);
+                            true
+                        }
+                        None => false,
+                    }
+                } else {
+                    sc.has(xi)
+                };
+                if !known {
+                    ok = false;
+                    break 'options;
+                }
+            }
+            let kid = |x: u32| -> (u32, Option<&[u32]>) {
+                let xi = x as usize;
+                if s.choice[xi] == NONE {
+                    let e = d.at[xi] as usize;
+                    let (a, b) = d.region[e];
+                    let r = (a != u32::MAX).then(|| &d.region_keys[a as usize..b as usize]);
+                    (d.key[e], r)
+                } else {
+                    let r = sc.region[xi];
+                    let r = (r != u32::MAX).then(|| {
+                        let (a, b) = sc.regions[r as usize];
+                        &sc.region_keys[a as usize..b as usize]
+                    });
+                    (sc.memo[xi], r)
+                }
+            };
+            let (k, _) = self.node_key_parts(ci, j, kid, &mut inputs);
+            let kids = &self.kids[ci][j];
+            let work_of = |x: u32| {
+                let xi = x as usize;
+                if s.choice[xi] == NONE {
+                    d.work[d.at[xi] as usize]
+                } else {
+                    sc.work[xi]
+                }
+            };
+            let w = !self.leaf[ci][j]
+                && match self.kind[ci][j] {
+                    Kind::View => work_of(kids[0]),
+                    Kind::Pointwise(_) => kids.iter().any(|x| work_of(*x)),
+                    Kind::Materialize(_) => false,
+                    Kind::Op(_) | Kind::Loop(_) => self.stores[ci][j].is_none(),
+                };
+            let region: Option<Vec<u32>> = match self.kind[ci][j] {
+                Kind::View => kid(kids[0]).1.map(<[u32]>::to_vec),
+                Kind::Loop(_) if self.stores[ci][j].is_none() => {
+                    kid(kids[0]).1.map(<[u32]>::to_vec)
+                }
+                Kind::Pointwise(_) => Some(inputs.clone()),
+                _ => None,
+            };
+            let mut reach = vec![0u64; hw];
+            for &x in kids {
+                let xi = x as usize;
+                let h = if s.choice[xi] == NONE {
+                    let e = d.at[xi] as usize;
+                    &d.hreach[e * hw..(e + 1) * hw]
+                } else {
+                    sc.hreach(xi)
+                };
+                for (a, b) in reach.iter_mut().zip(h) {
+                    *a |= *b;
+                }
+            }
+            // The organizations the option fixes (of values with several
+            // whose organization is still open), its operands' included.
+            let mut eff: Vec<(u32, u32)> = Vec::new();
+            if let Some(l) = self.kind[ci][j].org() {
+                if self.several_orgs[v] && s.produced[v] == u32::MAX {
+                    eff.push((v as u32, l));
+                }
+            }
+            for &x in kids {
+                let xi = x as usize;
+                if s.choice[xi] == NONE {
+                    let (a, b) = d.effects[d.at[xi] as usize];
+                    eff.extend_from_slice(&d.effect_list[a as usize..b as usize]);
+                }
+            }
+            eff.sort_unstable();
+            eff.dedup();
+            if eff.windows(2).any(|p| p[0].0 == p[1].0) {
+                // Two organizations of one value: never a candidate.
+                continue;
+            }
+            let r = Realization {
+                key: k,
+                region,
+                work: w,
+                reach,
+                effects: eff,
+            };
+            match &found {
+                None => found = Some((r, j as u16)),
+                Some((r0, _)) if *r0 == r => {}
+                Some(_) => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        let Some((r, pick)) = found.filter(|_| ok) else {
+            // (Not determined, whatever is above: its options disagree or
+            // read a class that is not determined.)
+            d.mark[ci] = if taint < depth { 0 } else { 2 };
+            return None;
+        };
+        let e = d.key.len();
+        d.key.push(r.key);
+        d.region.push(match r.region {
+            Some(keys) => {
+                let a = d.region_keys.len() as u32;
+                d.region_keys.extend_from_slice(&keys);
+                (a, d.region_keys.len() as u32)
+            }
+            None => (u32::MAX, u32::MAX),
+        });
+        d.work.push(r.work);
+        d.hreach.extend_from_slice(&r.reach);
+        let a = d.effect_list.len() as u32;
+        d.effect_list.extend_from_slice(&r.effects);
+        d.effects.push((a, d.effect_list.len() as u32));
+        d.pick.push(pick);
+        d.at[ci] = e as u32;
+        d.mark[ci] = if taint < depth { 0 } else { 3 };
+        Some(if taint < depth { taint } else { u32::MAX })
+    }
+
+    /// Whether the picked options of the determined class `c` reach only
+    /// resolved classes and classes determined on their own (not only
+    /// below a class that was being visited).
+    fn closed(&self, t: &State, d: &Determined, c: u32) -> bool {
+        let mut stack = vec![c];
+        let mut seen: FxHashSet<u32> = FxHashSet::default();
+        while let Some(x) = stack.pop() {
+            let xi = x as usize;
+            if t.choice[xi] != NONE || !seen.insert(x) {
+                continue;
+            }
+            if d.mark[xi] != 3 {
+                return false;
+            }
+            let j = d.pick[d.at[xi] as usize] as usize;
+            stack.extend_from_slice(&self.kids[xi][j]);
+        }
+        true
+    }
+
+    /// Resolve the determined holes of `t` (see [`Enumerator::determine`];
+    /// the scratch buffers hold `t`'s canonical form) and the determined
+    /// classes their picked options reach, with the picked option of each:
+    /// the first option that realizes it. Only holes whose picks reach
+    /// resolved classes and classes determined on their own
+    /// ([`Enumerator::closed`]) are resolved.
+    ///
+    /// No class is lost: given any completion of `t`, choose the picked
+    /// option for every class of such a hole's picks instead. Each keeps its
+    /// key, region inputs, need for work and reached holes (they do not
+    /// depend on how it is realized), so every other class keeps its key and
+    /// the canonical form does not change (and with it whether the program
+    /// is in the candidate space); the picks reach only those classes and
+    /// resolved ones, so the program stays complete; it stays acyclic (each
+    /// class reaches the same holes as before, and a pick that would close a
+    /// cycle through the chosen e-nodes is not made); and the picks fix the
+    /// same organizations as the choices they replace. True when it
+    /// resolved something.
+    fn settle_determined(&mut self, t: &mut State, expanded: &mut usize) -> bool {
+        let n = self.ids.len();
+        let mut d = std::mem::take(&mut self.det);
+        let sc = std::mem::take(&mut self.scratch);
+        d.reset(n);
+        let holes: Vec<u32> = t
+            .holes
+            .iter()
+            .copied()
+            .filter(|h| self.choices(Mode::Early, *h).len() > 1)
+            .collect();
+        let mut todo: Vec<u32> = Vec::new();
+        for h in holes {
+            if self.determine(t, &sc, &mut d, h) && self.closed(t, &d, h) {
+                todo.push(h);
+            }
+        }
+        let mut any = false;
+        while let Some(c) = todo.pop() {
+            let ci = c as usize;
+            if t.choice[ci] != NONE {
+                continue;
+            }
+            let j = d.pick[d.at[ci] as usize] as usize;
+            if self.cycles(t, c, j) {
+                continue;
+            }
+            if let Some(pos) = t.holes.iter().position(|h| *h == c) {
+                t.holes.remove(pos);
+            }
+            self.settle(t, c, j);
+            *expanded += 1;
+            any = true;
+            for &k in &self.kids[ci][j] {
+                if t.choice[k as usize] == NONE && d.mark[k as usize] == 3 {
+                    todo.push(k);
+                }
+            }
+        }
+        self.scratch = sc;
+        self.det = d;
+        any
+    }
+
     /// Record the complete program `t`: a candidate when it is in the
     /// candidate space and of a class not seen yet (or always, under
     /// `none`). True when that reaches the candidate limit.
@@ -1833,8 +2206,13 @@ impl<'a> Enumerator<'a> {
     /// Whether `early` prunes the partial program `t`: it is outside the
     /// candidate space, or equivalent to (or covered by) one on the record.
     /// Otherwise it goes on the record.
-    fn prune(&mut self, t: &State, record: &mut Record) -> Verdict {
-        let cn = self.canon_parts(t);
+    fn prune(&mut self, t: &State, canon: Option<Canon>, record: &mut Record) -> Verdict {
+        // (`canon` is `t`'s canonical form where the scratch buffers hold it
+        // already.)
+        let cn = match canon {
+            Some(cn) => cn,
+            None => self.canon_parts(t),
+        };
         if cn.invalid {
             return Verdict::Invalid;
         }
@@ -1971,6 +2349,19 @@ impl<'a> Enumerator<'a> {
                 if !self.force(mode, &mut t, &mut out.expanded_states) {
                     continue;
                 }
+                // The canonical form of `t` when it is known already.
+                let mut canon = None;
+                if mode == Mode::Early && self.use_determined && !t.holes.is_empty() {
+                    let cn = self.canon_parts(&t);
+                    if cn.invalid {
+                        continue;
+                    }
+                    if !self.settle_determined(&mut t, &mut out.expanded_states) {
+                        canon = Some(cn);
+                    } else if !self.force(mode, &mut t, &mut out.expanded_states) {
+                        continue;
+                    }
+                }
                 if t.holes.is_empty() {
                     if self.complete(&t, mode, &mut out, &mut record, max_candidates) {
                         // Options of `h` after `j` are left unexplored.
@@ -1980,7 +2371,7 @@ impl<'a> Enumerator<'a> {
                     continue;
                 }
                 if mode == Mode::Early {
-                    match self.prune(&t, &mut record) {
+                    match self.prune(&t, canon, &mut record) {
                         Verdict::Invalid => continue,
                         Verdict::Seen => {
                             out.pruned += 1;
@@ -2039,6 +2430,14 @@ impl<'a> Enumerator<'a> {
         self.opaque = fixed.iter().map(Option::is_some).collect();
         let frontier = self.frontier_fixed(&fixed, &keys);
         self.fixed = (0..n).map(|c| fixed[c].or(frontier[c])).collect();
+    }
+
+    /// Turn determined classes off (an ablation, used to test that they
+    /// lose no class: `early` then neither resolves determined holes at
+    /// once nor compares contexts with determined classes as resolved) or
+    /// back on.
+    pub fn use_determined(&mut self, on: bool) {
+        self.use_determined = on;
     }
 
     /// Turn pruning by context inclusion ([`Enumerator::covers`]) off (an

@@ -200,11 +200,17 @@ fn modes_agree_on_ngpt() {
 }
 
 /// `early` with a shortcut on and off (`off` turns it off) finds the same
-/// classes of each workload, expanding fewer partial programs with it.
-fn shortcut_loses_no_class(names: &[&str], off: impl Fn(&mut Enumerator)) {
+/// classes of each workload, expanding fewer partial programs with it
+/// (`base` sets up both runs).
+fn shortcut_loses_no_class(
+    names: &[&str],
+    base: impl Fn(&mut Enumerator),
+    off: impl Fn(&mut Enumerator),
+) {
     for name in names {
         let g = small_saturated(name);
         let mut en = Enumerator::new(&g);
+        base(&mut en);
         let with = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
         off(&mut en);
         let without = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
@@ -227,9 +233,12 @@ fn fixed_classes_lose_no_class() {
     // one key) and of a frontier-fixed class (a pointwise region over the
     // same frontier however it is written); with both shortcuts off it must
     // find exactly the same classes.
-    shortcut_loses_no_class(&["gated_mlp", "layernorm_gemm", "lora"], |en| {
-        en.use_fixed_classes(false)
-    });
+    // (Determined classes subsume much of it: they are off here.)
+    shortcut_loses_no_class(
+        &["gated_mlp", "layernorm_gemm", "lora"],
+        |en| en.use_determined(false),
+        |en| en.use_fixed_classes(false),
+    );
 }
 
 #[test]
@@ -255,5 +264,22 @@ fn covering_loses_no_class() {
     // same canonical form allows at least its completions (it left open
     // what this one resolved); with that off it must find the same classes,
     // expanding more.
-    shortcut_loses_no_class(&["lora", "layernorm_gemm"], |en| en.use_covering(false));
+    shortcut_loses_no_class(
+        &["lora", "layernorm_gemm"],
+        |_| {},
+        |en| en.use_covering(false),
+    );
+}
+
+#[test]
+fn determined_classes_lose_no_class() {
+    // `early` resolves a hole at once when every way to complete it gives
+    // the same key (a determined class), and compares contexts with
+    // determined classes as if resolved; with that off it must find the
+    // same classes, expanding more.
+    shortcut_loses_no_class(
+        &["gated_mlp", "layernorm_gemm", "lora"],
+        |_| {},
+        |en| en.use_determined(false),
+    );
 }
