@@ -308,6 +308,14 @@ pub struct Enumerator<'a> {
     /// The fixed classes proper: no completion depends on them, so they
     /// are not context.
     opaque: Vec<bool>,
+    /// Classes whose options are all views and pointwise ops (and loads
+    /// and constants): they choose only how a region is written.
+    route: Vec<bool>,
+    /// Where each class's options start in a numbering of all options.
+    opt_base: Vec<usize>,
+    /// The last key interned at each call site of
+    /// [`Enumerator::intern_at`], and what it was interned from.
+    icache: Vec<(u32, Vec<u32>)>,
     /// The interner's lookup buffer.
     ibuf: Vec<u32>,
     scratch: Scratch,
@@ -924,6 +932,20 @@ impl<'a> Enumerator<'a> {
             .iter()
             .map(|os| os.iter().map(|n| field_use(eg, n)).collect())
             .collect();
+        let mut opt_base = Vec::with_capacity(options.len());
+        let mut total = 0;
+        for os in &options {
+            opt_base.push(total);
+            total += os.len();
+        }
+        let icache = vec![(u32::MAX, Vec::new()); 2 * total];
+        let route = kind
+            .iter()
+            .map(|ks: &Vec<Kind>| {
+                ks.iter()
+                    .all(|k| matches!(k, Kind::View | Kind::Pointwise(_)))
+            })
+            .collect();
         let mut en = Enumerator {
             eg,
             progress: None,
@@ -948,6 +970,9 @@ impl<'a> Enumerator<'a> {
             interner: FxHashMap::default(),
             key_value: Vec::new(),
             ibuf: Vec::new(),
+            opt_base,
+            icache,
+            route,
             scratch: Scratch::default(),
             ctx: ContextScratch::default(),
             det: Determined::default(),
@@ -1592,20 +1617,37 @@ impl<'a> Enumerator<'a> {
                 }
                 inputs.sort_unstable();
                 inputs.dedup();
-                self.intern(label, inputs)
+                self.intern_at(2 * (self.opt_base[c] + j), label, inputs)
             }
             Kind::Materialize(label) | Kind::Op(label) => {
                 inputs.extend(kids.iter().map(|x| kid(*x).0));
-                self.intern(label, inputs)
+                self.intern_at(2 * (self.opt_base[c] + j), label, inputs)
             }
         };
         match self.stores[c][j] {
             // Written to memory by its kernel: keyed like the same op
             // computed in tiles and combined into a whole buffer (the grid
             // is a schedule parameter).
-            Some(m) => (self.intern(m, &[k]), k),
+            Some(m) => (self.intern_at(2 * (self.opt_base[c] + j) + 1, m, &[k]), k),
             None => (k, k),
         }
+    }
+
+    /// [`Enumerator::intern`] through a one-entry cache per call site
+    /// (`slot`): a node is usually keyed over the same operand keys as in
+    /// the partial program before.
+    fn intern_at(&mut self, slot: usize, label: u32, kids: &[u32]) -> u32 {
+        let (k, last) = &self.icache[slot];
+        if *k != u32::MAX && last.first() == Some(&label) && last[1..] == *kids {
+            return *k;
+        }
+        let k = self.intern(label, kids);
+        let e = &mut self.icache[slot];
+        e.0 = k;
+        e.1.clear();
+        e.1.push(label);
+        e.1.extend_from_slice(kids);
+        k
     }
 
     fn intern(&mut self, label: u32, kids: &[u32]) -> u32 {
@@ -1932,6 +1974,28 @@ impl<'a> Enumerator<'a> {
         }
         d.budget = d.budget.checked_sub(1)?;
         let v = self.value[ci] as usize;
+        // Two options whose keys start with different labels never agree
+        // (a shortcut: it misses a class that only skipping an option on a
+        // cycle would make determined).
+        let mut head: Option<(u32, Option<u32>)> = None;
+        for j in self.choices(Mode::Early, c) {
+            let l = match self.kind[ci][j] {
+                Kind::Pointwise(l) | Kind::Op(l) | Kind::Materialize(l) => l,
+                Kind::View | Kind::Loop(_) => continue,
+            };
+            if !self.allowed(s, c, j) {
+                continue;
+            }
+            let h = (l, self.stores[ci][j]);
+            match head {
+                None => head = Some(h),
+                Some(h0) if h0 == h => {}
+                Some(_) => {
+                    d.mark[ci] = 2;
+                    return None;
+                }
+            }
+        }
         d.mark[ci] = 1;
         d.depth[ci] = depth;
         let mut taint = u32::MAX;
@@ -2323,14 +2387,18 @@ impl<'a> Enumerator<'a> {
                     }
                 }
             }
-            // Resolve a hole with the fewest options first (the last such
-            // hole on the list): one-option holes never branch, so partial
-            // programs that are equivalent meet (and are pruned) before the
-            // search branches on a real choice. The order depends only on
-            // the state, so pruning stays sound.
+            // Resolve a hole that only chooses how a region is written (its
+            // options are views and pointwise ops) first, and among those,
+            // and then among the others, the one opened last: a region is
+            // written down to its inputs before the next real choice, so
+            // the classes it reaches are resolved (and the classes that read
+            // them determined) when the search branches again. (One-option
+            // holes were resolved already.) The order depends only on the
+            // state, so pruning stays sound; it changes how many partial
+            // programs are expanded, not the classes.
             let Some(pos) = (0..s.holes.len())
                 .rev()
-                .min_by_key(|i| self.choices(mode, s.holes[*i]).len())
+                .min_by_key(|i| !self.route[s.holes[*i] as usize])
             else {
                 continue;
             };
