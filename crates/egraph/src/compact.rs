@@ -326,6 +326,9 @@ pub struct Enumerator<'a> {
     /// Whether `early` resolves determined holes at once and compares
     /// contexts with determined classes as resolved.
     use_determined: bool,
+    /// Whether `det` holds what was found for the state whose canonical
+    /// form is in `scratch`.
+    det_fresh: bool,
     /// How many earlier contexts [`Enumerator::covers`] is tried against.
     cover_checks: usize,
     /// The key of a hole at each class, once interned (`u32::MAX` before).
@@ -977,6 +980,7 @@ impl<'a> Enumerator<'a> {
             ctx: ContextScratch::default(),
             det: Determined::default(),
             use_determined: true,
+            det_fresh: false,
             cover_checks: COVER_CHECKS,
             hole_key: Vec::new(),
             hole_of_key: FxHashSet::default(),
@@ -1298,7 +1302,12 @@ impl<'a> Enumerator<'a> {
         stack.extend_from_slice(&s.holes);
         let sc = std::mem::take(&mut self.scratch);
         let mut d = std::mem::take(&mut self.det);
-        d.reset(n);
+        if self.det_fresh {
+            // What `settle_determined` found for this state stands.
+            d.budget = 8 * n;
+        } else {
+            d.reset(n);
+        }
         while let Some(c) = stack.pop() {
             let ci = c as usize;
             if self.opaque[ci] || self.ctx.stamp[ci] == now {
@@ -1679,6 +1688,7 @@ impl<'a> Enumerator<'a> {
     /// work, and it waits until no result reaches a hole), so partial
     /// programs that fail it are dropped at once.
     fn canon_parts(&mut self, s: &State) -> Canon {
+        self.det_fresh = false;
         // Per-class results live in the scratch buffers, valid where their
         // stamp is this call's: the key of each class reached, the holes it
         // reaches, whether it needs work, and for classes computed by a
@@ -2001,6 +2011,8 @@ impl<'a> Enumerator<'a> {
         let mut taint = u32::MAX;
         let hw = sc.hwords;
         let mut found: Option<(Realization, u16)> = None;
+        let mut reach = vec![0u64; hw];
+        let mut eff: Vec<(u32, u32)> = Vec::new();
         let mut inputs: Vec<u32> = Vec::new();
         let mut ok = true;
         'options: for j in self.choices(Mode::Early, c) {
@@ -2066,15 +2078,19 @@ impl<'a> Enumerator<'a> {
                     Kind::Materialize(_) => false,
                     Kind::Op(_) | Kind::Loop(_) => self.stores[ci][j].is_none(),
                 };
-            let region: Option<Vec<u32>> = match self.kind[ci][j] {
-                Kind::View => kid(kids[0]).1.map(<[u32]>::to_vec),
-                Kind::Loop(_) if self.stores[ci][j].is_none() => {
-                    kid(kids[0]).1.map(<[u32]>::to_vec)
+            if let Some((r0, _)) = &found {
+                if r0.key != k || r0.work != w {
+                    ok = false;
+                    break;
                 }
-                Kind::Pointwise(_) => Some(inputs.clone()),
+            }
+            let region: Option<&[u32]> = match self.kind[ci][j] {
+                Kind::View => kid(kids[0]).1,
+                Kind::Loop(_) if self.stores[ci][j].is_none() => kid(kids[0]).1,
+                Kind::Pointwise(_) => Some(&inputs[..]),
                 _ => None,
             };
-            let mut reach = vec![0u64; hw];
+            reach.fill(0);
             for &x in kids {
                 let xi = x as usize;
                 let h = if s.choice[xi] == NONE {
@@ -2089,7 +2105,7 @@ impl<'a> Enumerator<'a> {
             }
             // The organizations the option fixes (of values with several
             // whose organization is still open), its operands' included.
-            let mut eff: Vec<(u32, u32)> = Vec::new();
+            eff.clear();
             if let Some(l) = self.kind[ci][j].org() {
                 if self.several_orgs[v] && s.produced[v] == u32::MAX {
                     eff.push((v as u32, l));
@@ -2108,19 +2124,22 @@ impl<'a> Enumerator<'a> {
                 // Two organizations of one value: never a candidate.
                 continue;
             }
-            let r = Realization {
-                key: k,
-                region,
-                work: w,
-                reach,
-                effects: eff,
-            };
             match &found {
-                None => found = Some((r, j as u16)),
-                Some((r0, _)) if *r0 == r => {}
-                Some(_) => {
-                    ok = false;
-                    break;
+                None => {
+                    let r = Realization {
+                        key: k,
+                        region: region.map(<[u32]>::to_vec),
+                        work: w,
+                        reach: reach.clone(),
+                        effects: eff.clone(),
+                    };
+                    found = Some((r, j as u16));
+                }
+                Some((r0, _)) => {
+                    if r0.region.as_deref() != region || r0.reach != reach || r0.effects != eff {
+                        ok = false;
+                        break;
+                    }
                 }
             }
         }
@@ -2230,6 +2249,8 @@ impl<'a> Enumerator<'a> {
         }
         self.scratch = sc;
         self.det = d;
+        // (Unchanged, `t` is the state `self.det` was computed for.)
+        self.det_fresh = !any;
         any
     }
 
