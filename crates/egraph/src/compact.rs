@@ -1431,7 +1431,13 @@ impl<'a> Enumerator<'a> {
                     let (wa, wb) = (a[i], e[k]);
                     let ok = match (tag(wa), tag(wb)) {
                         (OPEN, OPEN) => payload(wa) == u32::MAX || wa == wb,
-                        (OPEN, _) => agrees(c, payload(wa)),
+                        // Where `b` left it open but determined, `a` must be
+                        // able to realize it as `b`'s picks do: classes it
+                        // resolved below it are not compared otherwise.
+                        (OPEN, _) => {
+                            agrees(c, payload(wa))
+                                && (b.choice[c] != NONE || self.realizable_in(a, b, c as u32))
+                        }
                         (_, OPEN) => false,
                         _ => a[i..i + len(wa)] == e[k..k + len(wb)],
                     };
@@ -1468,6 +1474,65 @@ impl<'a> Enumerator<'a> {
                 _ => return false,
             }
         }
+    }
+
+    /// For [`Enumerator::covers`]: whether the earlier context `a`, where
+    /// the class `c` is open, lets a completion realize `c` as the state `b`
+    /// (the one whose determined classes are in `self.det`) would with its
+    /// picks: every open class those picks reach is open in `a` with an
+    /// organization that agrees, or resolved in `a` to the key and holes it
+    /// has in `b`.
+    fn realizable_in(&self, a: &[u64], b: &State, c: u32) -> bool {
+        let d = &self.det;
+        let hw = self.scratch.hwords;
+        let mut at: FxHashMap<u32, usize> = FxHashMap::default();
+        let mut i = 0;
+        while i < a.len() {
+            at.insert((a[i] >> 34) as u32, i);
+            i += if tag(a[i]) == REACHES { 1 + hw } else { 1 };
+        }
+        let mut stack = vec![c];
+        let mut seen: FxHashSet<u32> = FxHashSet::default();
+        while let Some(x) = stack.pop() {
+            let xi = x as usize;
+            // (Fixed classes proper have one realization whatever the
+            // context, and are not in it.)
+            if b.choice[xi] != NONE || self.opaque[xi] || !seen.insert(x) {
+                continue;
+            }
+            if d.mark.get(xi) != Some(&3) {
+                return false;
+            }
+            let e = d.at[xi] as usize;
+            let Some(&ia) = at.get(&x) else {
+                return false;
+            };
+            let wa = a[ia];
+            let ok = match tag(wa) {
+                OPEN => {
+                    let v = self.value[xi] as usize;
+                    let (p, q) = (payload(wa), b.produced[v]);
+                    !self.several_orgs[v] || p == u32::MAX || q == u32::MAX || p == q
+                }
+                t => {
+                    let reach = &d.hreach[e * hw..(e + 1) * hw];
+                    payload(wa) == d.key[e]
+                        && if t == REACHES {
+                            a[ia + 1..ia + 1 + hw] == *reach
+                        } else {
+                            reach.iter().all(|w| *w == 0)
+                        }
+                }
+            };
+            if !ok {
+                return false;
+            }
+            if tag(wa) == OPEN {
+                let j = d.pick[e] as usize;
+                stack.extend_from_slice(&self.kids[xi][j]);
+            }
+        }
+        true
     }
 
     /// Whether a pointwise region with these inputs reads one value in two
@@ -2226,25 +2291,42 @@ impl<'a> Enumerator<'a> {
             }
         }
         let mut any = false;
-        while let Some(c) = todo.pop() {
-            let ci = c as usize;
-            if t.choice[ci] != NONE {
+        for h in todo {
+            if t.choice[h as usize] != NONE {
                 continue;
             }
-            let j = d.pick[d.at[ci] as usize] as usize;
-            if self.cycles(t, c, j) {
-                continue;
-            }
-            if let Some(pos) = t.holes.iter().position(|h| *h == c) {
-                t.holes.remove(pos);
-            }
-            self.settle(t, c, j);
-            *expanded += 1;
-            any = true;
-            for &k in &self.kids[ci][j] {
-                if t.choice[k as usize] == NONE && d.mark[k as usize] == 3 {
-                    todo.push(k);
+            // The hole's picks and its determined operands' picks, on a
+            // copy: all of them, or none if one would close a cycle (a
+            // pick found through an operand's stored result may lead back).
+            let mut u = t.clone();
+            let mut n = 0;
+            let mut stack = vec![h];
+            let mut whole = true;
+            while let Some(c) = stack.pop() {
+                let ci = c as usize;
+                if u.choice[ci] != NONE {
+                    continue;
                 }
+                let j = d.pick[d.at[ci] as usize] as usize;
+                if self.cycles(&u, c, j) {
+                    whole = false;
+                    break;
+                }
+                if let Some(pos) = u.holes.iter().position(|x| *x == c) {
+                    u.holes.remove(pos);
+                }
+                self.settle(&mut u, c, j);
+                n += 1;
+                for &k in &self.kids[ci][j] {
+                    if u.choice[k as usize] == NONE && d.mark[k as usize] == 3 {
+                        stack.push(k);
+                    }
+                }
+            }
+            if whole {
+                *t = u;
+                *expanded += n;
+                any = true;
             }
         }
         self.scratch = sc;
