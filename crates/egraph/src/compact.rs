@@ -4,7 +4,8 @@
 //! reachable from the roots, acyclic, tensor-level matmuls replaced by their
 //! tiled implementations. They are enumerated depth first over *partial
 //! programs*: programs whose unresolved e-classes are named holes `□c`,
-//! resolving first a hole with the fewest options.
+//! resolving first the holes that only choose how a pointwise region is
+//! written, the hole opened last first.
 //!
 //! The candidate space has more rules (see `docs/passes.md`): a value is
 //! organized one way per program, no tuple field is dead, no kernel of its
@@ -48,8 +49,11 @@
 //! Modes: `none` keeps every complete candidate; `after` builds every
 //! complete candidate and keeps one per class; `early` (the default) also
 //! compares partial programs (holes included) and prunes one whose canonical
-//! form is already on the search's record (`S ≈p T`), before expanding it.
-//! Every mode that finishes yields the same classes.
+//! form is already on the search's record with a context that allows at
+//! least its completions (`S ≈p T`), before expanding it; it resolves holes
+//! with one option, fixed and frontier-fixed classes and *determined*
+//! classes (every completion gives them one key) without branching. Every
+//! mode that finishes yields the same classes.
 
 use crate::analysis::{Data, EGraph};
 use crate::convert::{node_attrs, node_operands, to_func_text, Graph};
@@ -1736,8 +1740,6 @@ impl<'a> Enumerator<'a> {
         n
     }
 
-    /// The canonical form of a (partial) program: a number that is equal for
-    /// two programs exactly when their canonical forms are equal.
     /// The canonical form of a (partial) program: a number that is equal for
     /// two programs exactly when their canonical forms are equal. The key of
     /// every class reached from the roots and the holes (bitsets over
