@@ -250,6 +250,18 @@ fn entry(c: u32, tag: u64, payload: u32) -> u64 {
     u64::from(c) << 34 | tag << 32 | u64::from(payload)
 }
 
+/// The context entry of a class with a key (resolved, or determined) that
+/// reaches the holes `holes`: one word, and the hole words if it reaches
+/// any.
+fn push_keyed(entries: &mut Vec<u64>, c: u32, key: u32, holes: &[u64]) {
+    if holes.iter().all(|w| *w == 0) {
+        entries.push(entry(c, RESOLVED, key));
+    } else {
+        entries.push(entry(c, REACHES, key));
+        entries.extend_from_slice(holes);
+    }
+}
+
 /// An open class; the payload is its value's organization.
 const OPEN: u64 = 0;
 /// A resolved class that reaches no hole; the payload is its key.
@@ -330,9 +342,6 @@ pub struct Enumerator<'a> {
     /// Whether `early` resolves determined holes at once and compares
     /// contexts with determined classes as resolved.
     use_determined: bool,
-    /// Whether `det` holds what was found for the state whose canonical
-    /// form is in `scratch`.
-    det_fresh: bool,
     /// How many earlier contexts [`Enumerator::covers`] is tried against.
     cover_checks: usize,
     /// The key of a hole at each class, once interned (`u32::MAX` before).
@@ -441,6 +450,19 @@ impl Scratch {
     fn hreach(&self, c: usize) -> &[u64] {
         &self.hreach[c * self.hwords..(c + 1) * self.hwords]
     }
+
+    /// The key of a class reached, and the inputs of the pointwise region
+    /// it ends, if any.
+    fn key_region(&self, c: usize) -> (u32, Option<&[u32]>) {
+        let r = match self.region[c] {
+            u32::MAX => None,
+            r => {
+                let (a, b) = self.regions[r as usize];
+                Some(&self.region_keys[a as usize..b as usize])
+            }
+        };
+        (self.memo[c], r)
+    }
 }
 
 /// What [`Enumerator::determine`] found for the open classes of a state:
@@ -454,18 +476,8 @@ struct Determined {
     /// 3 determined (its entry at `at`).
     mark: Vec<u8>,
     at: Vec<u32>,
-    key: Vec<u32>,
-    /// A range of `region_keys`, or `u32::MAX` where it ends no region.
-    region: Vec<(u32, u32)>,
-    region_keys: Vec<u32>,
-    work: Vec<bool>,
-    /// `hwords` words per entry.
-    hreach: Vec<u64>,
-    /// The organizations its realizations fix: a range of `effect_list`
-    /// ((value, label) pairs).
-    effects: Vec<(u32, u32)>,
-    effect_list: Vec<(u32, u32)>,
-    pick: Vec<u16>,
+    /// Each entry's realization and picked option.
+    found: Vec<(Realization, u16)>,
     /// Per class being visited, how deep.
     depth: Vec<u32>,
     /// Visits left in this state (the work is bounded; a class left
@@ -475,8 +487,8 @@ struct Determined {
 
 /// What one option of a class gives it in every completion (see
 /// [`Enumerator::determine`]): its key, the inputs of the region it ends,
-/// whether it needs work, the holes it reaches and the organizations it
-/// fixes.
+/// whether it needs work, the holes it reaches (`hwords` words) and the
+/// organizations it fixes ((value, label) pairs).
 #[derive(PartialEq)]
 struct Realization {
     key: u32,
@@ -493,14 +505,18 @@ impl Determined {
         self.at.resize(n, 0);
         self.depth.resize(n, 0);
         self.budget = 8 * n;
-        self.key.clear();
-        self.region.clear();
-        self.region_keys.clear();
-        self.work.clear();
-        self.hreach.clear();
-        self.effects.clear();
-        self.effect_list.clear();
-        self.pick.clear();
+        self.found.clear();
+    }
+
+    /// The realization of the open class `c` (determined, or being used
+    /// by the class that asked).
+    fn of(&self, c: usize) -> &Realization {
+        &self.found[self.at[c] as usize].0
+    }
+
+    /// The option picked for the determined class `c`.
+    fn pick(&self, c: usize) -> usize {
+        self.found[self.at[c] as usize].1 as usize
     }
 }
 
@@ -984,7 +1000,6 @@ impl<'a> Enumerator<'a> {
             ctx: ContextScratch::default(),
             det: Determined::default(),
             use_determined: true,
-            det_fresh: false,
             cover_checks: COVER_CHECKS,
             hole_key: Vec::new(),
             hole_of_key: FxHashSet::default(),
@@ -1306,12 +1321,7 @@ impl<'a> Enumerator<'a> {
         stack.extend_from_slice(&s.holes);
         let sc = std::mem::take(&mut self.scratch);
         let mut d = std::mem::take(&mut self.det);
-        if self.det_fresh {
-            // What `settle_determined` found for this state stands.
-            d.budget = 8 * n;
-        } else {
-            d.reset(n);
-        }
+        d.reset(n);
         while let Some(c) = stack.pop() {
             let ci = c as usize;
             if self.opaque[ci] || self.ctx.stamp[ci] == now {
@@ -1350,18 +1360,11 @@ impl<'a> Enumerator<'a> {
         // a resolved class that reaches holes, the hole words.
         let entries = &mut self.ctx.entries;
         entries.clear();
-        let hw = sc.hwords;
         for &c in &region {
             let ci = c as usize;
             if s.choice[ci] == NONE && d.mark[ci] == 3 {
-                let e = d.at[ci] as usize;
-                let h = &d.hreach[e * hw..(e + 1) * hw];
-                if h.iter().all(|w| *w == 0) {
-                    entries.push(entry(c, RESOLVED, d.key[e]));
-                } else {
-                    entries.push(entry(c, REACHES, d.key[e]));
-                    entries.extend_from_slice(h);
-                }
+                let r = d.of(ci);
+                push_keyed(entries, c, r.key, &r.reach);
             } else if s.choice[ci] == NONE {
                 // The organization chosen for its value matters only where
                 // the value has several.
@@ -1372,11 +1375,8 @@ impl<'a> Enumerator<'a> {
                     0
                 };
                 entries.push(entry(c, OPEN, p));
-            } else if sc.hreach(ci).iter().all(|w| *w == 0) {
-                entries.push(entry(c, RESOLVED, sc.memo[ci]));
             } else {
-                entries.push(entry(c, REACHES, sc.memo[ci]));
-                entries.extend_from_slice(sc.hreach(ci));
+                push_keyed(entries, c, sc.memo[ci], sc.hreach(ci));
             }
         }
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -1416,13 +1416,7 @@ impl<'a> Enumerator<'a> {
         let sc = &self.scratch;
         let hw = sc.hwords;
         let len = |w: u64| if tag(w) == REACHES { 1 + hw } else { 1 };
-        // Whether `a`'s organization `p` for the value of class `c` agrees
-        // with `b`'s.
-        let agrees = |c: usize, p: u32| {
-            let v = self.value[c] as usize;
-            let q = b.produced[v];
-            !self.several_orgs[v] || p == u32::MAX || q == u32::MAX || p == q
-        };
+        let agrees = |c: usize, p: u32| self.agrees(b, c, p);
         let none = [0u64; 4];
         let (mut i, mut k) = (0, 0);
         loop {
@@ -1480,6 +1474,14 @@ impl<'a> Enumerator<'a> {
         }
     }
 
+    /// Whether the organization `p` that an earlier context records for the
+    /// value of class `c` agrees with `b`'s (`u32::MAX`: none chosen).
+    fn agrees(&self, b: &State, c: usize, p: u32) -> bool {
+        let v = self.value[c] as usize;
+        let q = b.produced[v];
+        !self.several_orgs[v] || p == u32::MAX || q == u32::MAX || p == q
+    }
+
     /// For [`Enumerator::covers`]: whether the earlier context `a`, where
     /// the class `c` is open, lets a completion realize `c` as the state `b`
     /// (the one whose determined classes are in `self.det`) would with its
@@ -1507,33 +1509,23 @@ impl<'a> Enumerator<'a> {
             if d.mark.get(xi) != Some(&3) {
                 return false;
             }
-            let e = d.at[xi] as usize;
             let Some(&ia) = at.get(&x) else {
                 return false;
             };
             let wa = a[ia];
-            let ok = match tag(wa) {
-                OPEN => {
-                    let v = self.value[xi] as usize;
-                    let (p, q) = (payload(wa), b.produced[v]);
-                    !self.several_orgs[v] || p == u32::MAX || q == u32::MAX || p == q
-                }
-                t => {
-                    let reach = &d.hreach[e * hw..(e + 1) * hw];
-                    payload(wa) == d.key[e]
-                        && if t == REACHES {
-                            a[ia + 1..ia + 1 + hw] == *reach
-                        } else {
-                            reach.iter().all(|w| *w == 0)
-                        }
-                }
-            };
-            if !ok {
-                return false;
-            }
             if tag(wa) == OPEN {
-                let j = d.pick[e] as usize;
-                stack.extend_from_slice(&self.kids[xi][j]);
+                if !self.agrees(b, xi, payload(wa)) {
+                    return false;
+                }
+                stack.extend_from_slice(&self.kids[xi][d.pick(xi)]);
+            } else {
+                // The same entry as a resolved class with its key and holes.
+                let r = d.of(xi);
+                let mut mine = Vec::with_capacity(1 + hw);
+                push_keyed(&mut mine, x, r.key, &r.reach);
+                if a[ia..ia + mine.len()] != mine[..] {
+                    return false;
+                }
             }
         }
         true
@@ -1669,6 +1661,21 @@ impl<'a> Enumerator<'a> {
         self.node_key_parts(c, j, kid, inputs).0
     }
 
+    /// Whether option `j` of class `c` needs work beyond loads and
+    /// pointwise ops, given whether each operand does (`work`).
+    fn needs_work(&self, c: usize, j: usize, work: impl Fn(u32) -> bool) -> bool {
+        let kids = &self.kids[c][j];
+        !self.leaf[c][j]
+            && match self.kind[c][j] {
+                Kind::View => work(kids[0]),
+                Kind::Pointwise(_) => kids.iter().any(|x| work(*x)),
+                Kind::Materialize(_) => false,
+                // An op whose kernel writes its result to memory is a load
+                // for its readers, like a materialization.
+                Kind::Op(_) | Kind::Loop(_) => self.stores[c][j].is_none(),
+            }
+    }
+
     /// [`Enumerator::node_key`], and the key before a kernel's store wraps
     /// it (the same where nothing is stored).
     fn node_key_parts<'r>(
@@ -1755,7 +1762,6 @@ impl<'a> Enumerator<'a> {
     /// work, and it waits until no result reaches a hole), so partial
     /// programs that fail it are dropped at once.
     fn canon_parts(&mut self, s: &State) -> Canon {
-        self.det_fresh = false;
         // Per-class results live in the scratch buffers, valid where their
         // stamp is this call's: the key of each class reached, the holes it
         // reaches, whether it needs work, and for classes computed by a
@@ -1813,31 +1819,9 @@ impl<'a> Enumerator<'a> {
                     sc.hreach[ci * hw + w] |= sc.hreach[x * hw + w];
                 }
             }
-            let w = !self.leaf[ci][ji]
-                && match self.kind[ci][ji] {
-                    Kind::View => sc.work[kids[0] as usize],
-                    Kind::Pointwise(_) => kids.iter().any(|x| sc.work[*x as usize]),
-                    Kind::Materialize(_) => false,
-                    // An op whose kernel writes its result to memory is a
-                    // load for its readers, like a materialization.
-                    Kind::Op(_) | Kind::Loop(_) => self.stores[ci][ji].is_none(),
-                };
-            let (k, inner) = self.node_key_parts(
-                ci,
-                ji,
-                |x| {
-                    let x = x as usize;
-                    let r = match sc.region[x] {
-                        u32::MAX => None,
-                        r => {
-                            let (a, b) = sc.regions[r as usize];
-                            Some(&sc.region_keys[a as usize..b as usize])
-                        }
-                    };
-                    (sc.memo[x], r)
-                },
-                &mut inputs,
-            );
+            let w = self.needs_work(ci, ji, |x| sc.work[x as usize]);
+            let (k, inner) =
+                self.node_key_parts(ci, ji, |x| sc.key_region(x as usize), &mut inputs);
             // The value a key computes, for keys that reach no hole (a key
             // with holes may still change shape: a hole resolved as a
             // pointwise op merges into the region reading it).
@@ -2112,39 +2096,27 @@ impl<'a> Enumerator<'a> {
                     break 'options;
                 }
             }
+            // An operand's key and region inputs, need for work and holes:
+            // a determined class's realization, or a resolved class's.
             let kid = |x: u32| -> (u32, Option<&[u32]>) {
                 let xi = x as usize;
                 if s.choice[xi] == NONE {
-                    let e = d.at[xi] as usize;
-                    let (a, b) = d.region[e];
-                    let r = (a != u32::MAX).then(|| &d.region_keys[a as usize..b as usize]);
-                    (d.key[e], r)
+                    let r = d.of(xi);
+                    (r.key, r.region.as_deref())
                 } else {
-                    let r = sc.region[xi];
-                    let r = (r != u32::MAX).then(|| {
-                        let (a, b) = sc.regions[r as usize];
-                        &sc.region_keys[a as usize..b as usize]
-                    });
-                    (sc.memo[xi], r)
+                    sc.key_region(xi)
                 }
             };
             let (k, _) = self.node_key_parts(ci, j, kid, &mut inputs);
             let kids = &self.kids[ci][j];
-            let work_of = |x: u32| {
+            let w = self.needs_work(ci, j, |x| {
                 let xi = x as usize;
                 if s.choice[xi] == NONE {
-                    d.work[d.at[xi] as usize]
+                    d.of(xi).work
                 } else {
                     sc.work[xi]
                 }
-            };
-            let w = !self.leaf[ci][j]
-                && match self.kind[ci][j] {
-                    Kind::View => work_of(kids[0]),
-                    Kind::Pointwise(_) => kids.iter().any(|x| work_of(*x)),
-                    Kind::Materialize(_) => false,
-                    Kind::Op(_) | Kind::Loop(_) => self.stores[ci][j].is_none(),
-                };
+            });
             if let Some((r0, _)) = &found {
                 if r0.key != k || r0.work != w {
                     ok = false;
@@ -2161,8 +2133,7 @@ impl<'a> Enumerator<'a> {
             for &x in kids {
                 let xi = x as usize;
                 let h = if s.choice[xi] == NONE {
-                    let e = d.at[xi] as usize;
-                    &d.hreach[e * hw..(e + 1) * hw]
+                    &d.of(xi).reach[..]
                 } else {
                     sc.hreach(xi)
                 };
@@ -2181,8 +2152,7 @@ impl<'a> Enumerator<'a> {
             for &x in kids {
                 let xi = x as usize;
                 if s.choice[xi] == NONE {
-                    let (a, b) = d.effects[d.at[xi] as usize];
-                    eff.extend_from_slice(&d.effect_list[a as usize..b as usize]);
+                    eff.extend_from_slice(&d.of(xi).effects);
                 }
             }
             eff.sort_unstable();
@@ -2210,59 +2180,25 @@ impl<'a> Enumerator<'a> {
                 }
             }
         }
-        let Some((r, pick)) = found.filter(|_| ok) else {
+        let Some(found) = found.filter(|_| ok) else {
             // (Not determined, whatever is above: its options disagree or
             // read a class that is not determined.)
             d.mark[ci] = if taint < depth { 0 } else { 2 };
             return None;
         };
-        let e = d.key.len();
-        d.key.push(r.key);
-        d.region.push(match r.region {
-            Some(keys) => {
-                let a = d.region_keys.len() as u32;
-                d.region_keys.extend_from_slice(&keys);
-                (a, d.region_keys.len() as u32)
-            }
-            None => (u32::MAX, u32::MAX),
-        });
-        d.work.push(r.work);
-        d.hreach.extend_from_slice(&r.reach);
-        let a = d.effect_list.len() as u32;
-        d.effect_list.extend_from_slice(&r.effects);
-        d.effects.push((a, d.effect_list.len() as u32));
-        d.pick.push(pick);
-        d.at[ci] = e as u32;
+        d.at[ci] = d.found.len() as u32;
+        d.found.push(found);
         d.mark[ci] = if taint < depth { 0 } else { 3 };
         Some(if taint < depth { taint } else { u32::MAX })
-    }
-
-    /// Whether the picked options of the determined class `c` reach only
-    /// resolved classes and classes determined on their own (not only
-    /// below a class that was being visited).
-    fn closed(&self, t: &State, d: &Determined, c: u32) -> bool {
-        let mut stack = vec![c];
-        let mut seen: FxHashSet<u32> = FxHashSet::default();
-        while let Some(x) = stack.pop() {
-            let xi = x as usize;
-            if t.choice[xi] != NONE || !seen.insert(x) {
-                continue;
-            }
-            if d.mark[xi] != 3 {
-                return false;
-            }
-            let j = d.pick[d.at[xi] as usize] as usize;
-            stack.extend_from_slice(&self.kids[xi][j]);
-        }
-        true
     }
 
     /// Resolve the determined holes of `t` (see [`Enumerator::determine`];
     /// the scratch buffers hold `t`'s canonical form) and the determined
     /// classes their picked options reach, with the picked option of each:
-    /// the first option that realizes it. Only holes whose picks reach
-    /// resolved classes and classes determined on their own
-    /// ([`Enumerator::closed`]) are resolved.
+    /// the first option that realizes it. A hole is resolved only when its
+    /// picks reach resolved classes and classes determined on their own (not
+    /// only below a class that was being visited), and they close no cycle:
+    /// all its picks are made, or none.
     ///
     /// No class is lost: given any completion of `t`, choose the picked
     /// option for every class of such a hole's picks instead. Each keeps its
@@ -2288,7 +2224,7 @@ impl<'a> Enumerator<'a> {
             .collect();
         let mut todo: Vec<u32> = Vec::new();
         for h in holes {
-            if self.determine(t, &sc, &mut d, h) && self.closed(t, &d, h) {
+            if self.determine(t, &sc, &mut d, h) {
                 todo.push(h);
             }
         }
@@ -2297,9 +2233,11 @@ impl<'a> Enumerator<'a> {
             if t.choice[h as usize] != NONE {
                 continue;
             }
-            // The hole's picks and its determined operands' picks, on a
-            // copy: all of them, or none if one would close a cycle (a
-            // pick found through an operand's stored result may lead back).
+            // The hole's picks and its open operands' picks, on a copy: all
+            // of them, or none if an operand is determined only below a
+            // class that was being visited, or if a pick would close a
+            // cycle (a pick found through an operand's stored result may
+            // lead back).
             let mut u = t.clone();
             let mut n = 0;
             let mut stack = vec![h];
@@ -2309,7 +2247,11 @@ impl<'a> Enumerator<'a> {
                 if u.choice[ci] != NONE {
                     continue;
                 }
-                let j = d.pick[d.at[ci] as usize] as usize;
+                if d.mark[ci] != 3 {
+                    whole = false;
+                    break;
+                }
+                let j = d.pick(ci);
                 if self.cycles(&u, c, j) {
                     whole = false;
                     break;
@@ -2319,11 +2261,7 @@ impl<'a> Enumerator<'a> {
                 }
                 self.settle(&mut u, c, j);
                 n += 1;
-                for &k in &self.kids[ci][j] {
-                    if u.choice[k as usize] == NONE && d.mark[k as usize] == 3 {
-                        stack.push(k);
-                    }
-                }
+                stack.extend_from_slice(&self.kids[ci][j]);
             }
             if whole {
                 *t = u;
@@ -2333,8 +2271,6 @@ impl<'a> Enumerator<'a> {
         }
         self.scratch = sc;
         self.det = d;
-        // (Unchanged, `t` is the state `self.det` was computed for.)
-        self.det_fresh = !any;
         any
     }
 
