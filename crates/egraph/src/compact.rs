@@ -342,6 +342,9 @@ pub struct Enumerator<'a> {
     /// Whether `early` resolves determined holes at once and compares
     /// contexts with determined classes as resolved.
     use_determined: bool,
+    /// Whether `early` drops partial programs whose every completion has a
+    /// dead tuple field ([`Enumerator::dead_field_partial`]).
+    use_dead_fields: bool,
     /// How many earlier contexts [`Enumerator::covers`] is tried against.
     cover_checks: usize,
     /// The key of a hole at each class, once interned (`u32::MAX` before).
@@ -361,6 +364,12 @@ pub struct Enumerator<'a> {
     fields: Vec<Vec<FieldUse>>,
     /// The number of fields of each tuple-typed class (0 for tensors).
     arity: Vec<u32>,
+    /// For each class, the tuple-typed classes (and their fields) that
+    /// e-nodes of the classes reachable from it read.
+    treaders: Vec<Vec<(u32, u64)>>,
+    /// Buffers of [`Enumerator::dead_field_partial`].
+    live: FxHashMap<u64, u64>,
+    valall: FxHashMap<u32, u64>,
 }
 
 /// How an e-node reads the fields of its tuple-typed operands.
@@ -408,6 +417,8 @@ struct Scratch {
     stored: Vec<u32>,
     /// The value classes of a region's inputs (a buffer).
     vals: Vec<u32>,
+    /// The resolved classes reached that are tuple-typed or read a tuple.
+    tuples: Vec<u32>,
     /// The holes it reaches through chosen e-nodes (`hwords` words each,
     /// bits over the state's sorted holes).
     hreach: Vec<u64>,
@@ -430,6 +441,7 @@ impl Scratch {
         self.pure.clear();
         self.used.clear();
         self.stored.clear();
+        self.tuples.clear();
         if self.hwords != hwords || self.hreach.len() != n * hwords {
             self.hreach = vec![0; n * hwords];
             self.hwords = hwords;
@@ -483,6 +495,10 @@ struct Determined {
     /// Visits left in this state (the work is bounded; a class left
     /// undecided is not determined).
     budget: usize,
+    /// Buffers to reuse (their contents are dead).
+    spare_words: Vec<Vec<u64>>,
+    spare_keys: Vec<Vec<u32>>,
+    spare_effects: Vec<Vec<(u32, u32)>>,
 }
 
 /// What one option of a class gives it in every completion (see
@@ -505,7 +521,13 @@ impl Determined {
         self.at.resize(n, 0);
         self.depth.resize(n, 0);
         self.budget = 8 * n;
-        self.found.clear();
+        for (r, _) in self.found.drain(..) {
+            self.spare_words.push(r.reach);
+            self.spare_effects.push(r.effects);
+            if let Some(v) = r.region {
+                self.spare_keys.push(v);
+            }
+        }
     }
 
     /// The realization of the open class `c` (determined, or being used
@@ -978,6 +1000,9 @@ impl<'a> Enumerator<'a> {
             leaf,
             fields,
             arity,
+            treaders: Vec::new(),
+            live: FxHashMap::default(),
+            valall: FxHashMap::default(),
             roots,
             ids,
             index,
@@ -1000,6 +1025,7 @@ impl<'a> Enumerator<'a> {
             ctx: ContextScratch::default(),
             det: Determined::default(),
             use_determined: true,
+            use_dead_fields: true,
             cover_checks: COVER_CHECKS,
             hole_key: Vec::new(),
             hole_of_key: FxHashSet::default(),
@@ -1020,7 +1046,61 @@ impl<'a> Enumerator<'a> {
         }
         en.set_fixed(true);
         en.hole_key = vec![u32::MAX; en.ids.len()];
+        en.treaders = en.tuple_readers();
         en
+    }
+
+    /// [`Enumerator::treaders`]: a fixed point over the e-graph (it may
+    /// have cycles), merging fields per tuple class.
+    fn tuple_readers(&self) -> Vec<Vec<(u32, u64)>> {
+        let n = self.ids.len();
+        let mut r: Vec<Vec<(u32, u64)>> = vec![Vec::new(); n];
+        let add = |v: &mut Vec<(u32, u64)>, k: u32, bits: u64| -> bool {
+            match v.iter_mut().find(|(x, _)| *x == k) {
+                Some((_, b)) if *b | bits == *b => false,
+                Some((_, b)) => {
+                    *b |= bits;
+                    true
+                }
+                None => {
+                    v.push((k, bits));
+                    true
+                }
+            }
+        };
+        for (c, rc) in r.iter_mut().enumerate() {
+            for (j, kids) in self.kids[c].iter().enumerate() {
+                for &k in kids {
+                    let a = self.arity[k as usize].min(63);
+                    if a == 0 {
+                        continue;
+                    }
+                    let bits = match self.fields[c][j] {
+                        FieldUse::Get(i) => 1u64 << i.min(63),
+                        _ => (1u64 << a) - 1,
+                    };
+                    add(rc, k, bits);
+                }
+            }
+        }
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for c in 0..n {
+                for j in 0..self.kids[c].len() {
+                    for &k in &self.kids[c][j] {
+                        if k as usize == c || r[k as usize].is_empty() {
+                            continue;
+                        }
+                        let theirs = r[k as usize].clone();
+                        for (x, bits) in theirs {
+                            changed |= add(&mut r[c], x, bits);
+                        }
+                    }
+                }
+            }
+        }
+        r
     }
 
     /// The classes whose every realization gives the same canonical key and
@@ -1644,6 +1724,103 @@ impl<'a> Enumerator<'a> {
         })
     }
 
+    /// Whether every completion of the partial program `s` builds a tuple
+    /// field that nothing reads (see [`Enumerator::dead_field`]; the scratch
+    /// buffers hold `s`'s canonical form). Field liveness is bounded from
+    /// above: per final key (of a class that reaches no hole) and per value
+    /// (for classes whose key may still change, and classes completions may
+    /// yet choose), where the e-nodes completions may choose (every allowed
+    /// option of an open class reachable from the holes) read every field
+    /// they could. A tuple built by a class with a final key, with a field
+    /// outside that bound, stays dead in every completion.
+    fn dead_field_partial(&mut self, s: &State) -> bool {
+        let sc = &self.scratch;
+        let final_key = |c: usize| sc.has(c) && sc.hreach(c).iter().all(|w| *w == 0);
+        let construct = |c: u32| {
+            let ci = c as usize;
+            self.fields[ci][s.choice[ci] as usize] == FieldUse::Construct
+                && self.arity[ci] > 0
+                && final_key(ci)
+        };
+        if !sc.tuples.iter().any(|c| construct(*c)) {
+            return false;
+        }
+        let all = |c: u32| -> u64 {
+            let a = self.arity[c as usize].min(63);
+            (1u64 << a) - 1
+        };
+        const VAL: u64 = 1 << 32;
+        let val = |c: u32| VAL | u64::from(self.kvalue[c as usize]);
+        let slot = |c: u32| -> u64 {
+            let ci = c as usize;
+            if s.choice[ci] != NONE && final_key(ci) {
+                u64::from(sc.memo[ci])
+            } else {
+                val(c)
+            }
+        };
+        let mut live = std::mem::take(&mut self.live);
+        let mut valall = std::mem::take(&mut self.valall);
+        live.clear();
+        for r in &self.roots {
+            *live.entry(slot(*r)).or_insert(0) |= all(*r);
+        }
+        // What completions may choose: e-nodes of classes reachable from
+        // the holes, reading every field they could.
+        for h in &s.holes {
+            for &(k, bits) in &self.treaders[*h as usize] {
+                *live.entry(slot(k)).or_insert(0) |= bits;
+            }
+        }
+        let get = |live: &FxHashMap<u64, u64>, k: u64| live.get(&k).copied().unwrap_or(0);
+        // Live fields only grow: propagate to a fixed point. A class whose
+        // key may still change reads as much as any key of its value.
+        let mut changed = true;
+        while changed {
+            changed = false;
+            valall.clear();
+            for &c in &sc.tuples {
+                if self.arity[c as usize] > 0 {
+                    let here = get(&live, slot(c)) | get(&live, val(c));
+                    *valall.entry(self.kvalue[c as usize]).or_insert(0) |= here;
+                }
+            }
+            for &c in &sc.tuples {
+                let ci = c as usize;
+                let j = s.choice[ci] as usize;
+                let here = if self.arity[ci] == 0 {
+                    0
+                } else if slot(c) & VAL == 0 {
+                    get(&live, slot(c)) | get(&live, val(c))
+                } else {
+                    valall.get(&self.kvalue[ci]).copied().unwrap_or(0) | get(&live, val(c))
+                };
+                for &k in &self.kids[ci][j] {
+                    if self.arity[k as usize] == 0 {
+                        continue;
+                    }
+                    let add = match self.fields[ci][j] {
+                        FieldUse::Get(i) => 1u64 << i.min(63),
+                        FieldUse::Fieldwise => here,
+                        FieldUse::Construct | FieldUse::All => all(k),
+                    };
+                    let e = live.entry(slot(k)).or_insert(0);
+                    if *e | add != *e {
+                        *e |= add;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        let dead = sc
+            .tuples
+            .iter()
+            .any(|&c| construct(c) && (get(&live, slot(c)) | get(&live, val(c))) != all(c));
+        self.live = live;
+        self.valall = valall;
+        dead
+    }
+
     /// The key of option `j` of class `c`, given each operand's key and,
     /// where a pointwise region ends at the operand, the region's inputs
     /// (`kid`). The one place the canonical form is defined node by node:
@@ -1873,6 +2050,13 @@ impl<'a> Enumerator<'a> {
                 }
                 Kind::Materialize(_) | Kind::Op(_) | Kind::Loop(_) => u32::MAX,
             };
+            if self.arity[ci] > 0
+                || self.kids[ci][ji]
+                    .iter()
+                    .any(|x| self.arity[*x as usize] > 0)
+            {
+                sc.tuples.push(c);
+            }
             sc.set(ci, k, w, region);
         }
         // A result computed whole by a pointwise op is stored like one
@@ -2062,9 +2246,17 @@ impl<'a> Enumerator<'a> {
         let mut taint = u32::MAX;
         let hw = sc.hwords;
         let mut found: Option<(Realization, u16)> = None;
-        let mut reach = vec![0u64; hw];
-        let mut eff: Vec<(u32, u32)> = Vec::new();
-        let mut inputs: Vec<u32> = Vec::new();
+        let mut reach = d.spare_words.pop().unwrap_or_default();
+        reach.clear();
+        reach.resize(hw, 0);
+        let mut eff = d.spare_effects.pop().unwrap_or_default();
+        let mut inputs = d.spare_keys.pop().unwrap_or_default();
+        // (Buffers for the realization found, if one is.)
+        let mut spare = (
+            d.spare_words.pop().unwrap_or_default(),
+            d.spare_effects.pop().unwrap_or_default(),
+            d.spare_keys.pop().unwrap_or_default(),
+        );
         let mut ok = true;
         'options: for j in self.choices(Mode::Early, c) {
             // Options the one-organization rule rules out are never chosen.
@@ -2163,12 +2355,22 @@ impl<'a> Enumerator<'a> {
             }
             match &found {
                 None => {
+                    let copy = |mut v: Vec<u32>, from: &[u32]| {
+                        v.clear();
+                        v.extend_from_slice(from);
+                        v
+                    };
+                    let (mut rr, mut re, rk) = std::mem::take(&mut spare);
+                    rr.clear();
+                    rr.extend_from_slice(&reach);
+                    re.clear();
+                    re.extend_from_slice(&eff);
                     let r = Realization {
                         key: k,
-                        region: region.map(<[u32]>::to_vec),
+                        region: region.map(|x| copy(rk, x)),
                         work: w,
-                        reach: reach.clone(),
-                        effects: eff.clone(),
+                        reach: rr,
+                        effects: re,
                     };
                     found = Some((r, j as u16));
                 }
@@ -2179,6 +2381,18 @@ impl<'a> Enumerator<'a> {
                     }
                 }
             }
+        }
+        d.spare_words.push(reach);
+        d.spare_effects.push(eff);
+        d.spare_keys.push(inputs);
+        if spare.0.capacity() > 0 {
+            d.spare_words.push(spare.0);
+        }
+        if spare.1.capacity() > 0 {
+            d.spare_effects.push(spare.1);
+        }
+        if spare.2.capacity() > 0 {
+            d.spare_keys.push(spare.2);
         }
         let Some(found) = found.filter(|_| ok) else {
             // (Not determined, whatever is above: its options disagree or
@@ -2318,7 +2532,7 @@ impl<'a> Enumerator<'a> {
             Some(cn) => cn,
             None => self.canon_parts(t),
         };
-        if cn.invalid {
+        if cn.invalid || (self.use_dead_fields && self.dead_field_partial(t)) {
             return Verdict::Invalid;
         }
         if !record.seen.insert((cn.key, self.context(t))) {
@@ -2547,6 +2761,13 @@ impl<'a> Enumerator<'a> {
     /// back on.
     pub fn use_determined(&mut self, on: bool) {
         self.use_determined = on;
+    }
+
+    /// Turn the early dead-field check ([`Enumerator::dead_field_partial`])
+    /// off (an ablation, used to test that it loses no class: such programs
+    /// are then rejected when complete) or back on.
+    pub fn use_dead_fields(&mut self, on: bool) {
+        self.use_dead_fields = on;
     }
 
     /// Turn pruning by context inclusion ([`Enumerator::covers`]) off (an

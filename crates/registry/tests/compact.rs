@@ -272,6 +272,23 @@ fn covering_loses_no_class() {
 }
 
 #[test]
+fn dead_field_pruning_loses_no_class() {
+    // `early` drops a partial program when every completion builds a tuple
+    // field that nothing reads (a fused reduction whose other field the
+    // program gets another way); with that check off such programs are
+    // rejected only when complete, and the classes must be the same.
+    shortcut_loses_no_class(&["lora"], |_| {}, |en| en.use_dead_fields(false));
+}
+
+#[test]
+fn dead_field_pruning_loses_no_class_on_rmsnorm_mlp() {
+    // The gate and up projections fused into one K loop (a tuple of two
+    // accumulators) while a completion computes one of them again: the
+    // largest workload where `early` finishes both ways (1,332 classes).
+    shortcut_loses_no_class(&["rmsnorm_mlp"], |_| {}, |en| en.use_dead_fields(false));
+}
+
+#[test]
 fn determined_classes_lose_no_class() {
     // `early` resolves a hole at once when every way to complete it gives
     // the same key (a determined class), and compares contexts with
