@@ -2,7 +2,9 @@
 //! enumerate candidates with `mode=none`, `after` and `early` under the same
 //! limits, and print expanded states, complete programs, candidates, classes,
 //! whether the enumeration finished, and time; with `--json FILE` also
-//! write them. `--small` uses `examples/small/` instead of the B=16 files.
+//! write them. `--small` uses `examples/small/` instead of the B=16 files;
+//! `--threads N` runs each enumeration on N threads sharing one record;
+//! `--only W` runs one workload; `--modes early,after` picks the modes.
 //! Run: `cargo run --release -p efir-bench --bin compaction [-- --time-limit S --json out.json]`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -47,6 +49,10 @@ fn main() {
     );
     let limit: f64 = limit.parse().expect("--time-limit takes seconds");
     let only = get("--only");
+    let threads: usize = get("--threads")
+        .map(|t| t.parse().expect("--threads takes a number"))
+        .unwrap_or(1);
+    let modes = get("--modes").unwrap_or_else(|| "none,after,early".into());
     for w in WORKLOADS
         .iter()
         .filter(|w| only.as_deref().is_none_or(|o| o == **w))
@@ -66,9 +72,12 @@ fn main() {
             ("none", Mode::None),
             ("after", Mode::After),
             ("early", Mode::Early),
-        ] {
+        ]
+        .into_iter()
+        .filter(|(n, _)| modes.split(',').any(|m| m == *n))
+        {
             let t = std::time::Instant::now();
-            let res = Enumerator::new(&g).run(mode, usize::MAX, limit, usize::MAX);
+            let res = Enumerator::new(&g).run_threads(mode, usize::MAX, limit, usize::MAX, threads);
             let secs = t.elapsed().as_secs_f64();
             println!(
                 "{:<16} {:<6} {:>10} {:>10} {:>10} {:>8} {:>6} {:>8.2}",
@@ -85,7 +94,7 @@ fn main() {
                 "workload": w, "mode": name, "expanded_states": res.expanded_states,
                 "pruned_states": res.pruned, "complete_programs": res.complete_programs,
                 "candidates": res.candidates.len(), "classes": res.classes,
-                "complete": res.complete, "time_s": secs,
+                "complete": res.complete, "time_s": secs, "threads": threads,
             }));
         }
     }

@@ -13,7 +13,7 @@ use efir_ir::{Attr, Registry, Type};
 use egg::{Analysis, DidMerge, Id, Language, SymbolLang};
 use indexmap::{IndexMap, IndexSet};
 use std::fmt;
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// The e-graph type used throughout efir.
 pub type EGraph = egg::EGraph<SymbolLang, TypeAnalysis>;
@@ -53,7 +53,7 @@ pub struct Ctx {
 /// The type analysis, with the interned attributes.
 pub struct TypeAnalysis {
     /// The fixed context.
-    pub ctx: Rc<Ctx>,
+    pub ctx: Arc<Ctx>,
     /// Interned attribute values; leaf `#aN` is `attrs[N]`.
     pub attrs: IndexSet<Attr>,
     /// Bugs found while saturating (a rule that would merge types).
@@ -73,7 +73,7 @@ impl fmt::Debug for TypeAnalysis {
 
 impl TypeAnalysis {
     /// A fresh analysis.
-    pub fn new(ctx: Rc<Ctx>) -> TypeAnalysis {
+    pub fn new(ctx: Arc<Ctx>) -> TypeAnalysis {
         TypeAnalysis {
             ctx,
             attrs: IndexSet::new(),

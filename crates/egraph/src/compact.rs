@@ -66,6 +66,8 @@ use egg::{Id, SymbolLang};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Registration of `--compact`.
@@ -77,6 +79,7 @@ pub const INFO: PassInfo = PassInfo {
         ("max-candidates", "stop after this many candidates per function (default 64)"),
         ("time-limit", "stop after this many seconds per function (default 10)"),
         ("max-states", "stop after expanding this many partial programs per function (default 1000000)"),
+        ("threads", "search on this many threads sharing one record (default 1; with more, the order of the candidates varies between runs)"),
     ],
     create: |o| Ok(Box::new(Compact::from_options(o)?)),
 };
@@ -112,6 +115,8 @@ pub struct Compact {
     pub time_limit: f64,
     /// Expansion limit per function.
     pub max_states: usize,
+    /// Threads of the search.
+    pub threads: usize,
 }
 
 impl Compact {
@@ -119,7 +124,13 @@ impl Compact {
     pub fn from_options(o: &PassOptions) -> Result<Compact, String> {
         o.check_known(
             "compact",
-            &["mode", "max-candidates", "time-limit", "max-states"],
+            &[
+                "mode",
+                "max-candidates",
+                "time-limit",
+                "max-states",
+                "threads",
+            ],
         )?;
         let mode = match o.values.get("mode").map(String::as_str) {
             None | Some("early") => Mode::Early,
@@ -142,6 +153,10 @@ impl Compact {
             max_candidates: o.get_usize("max-candidates", 64)?,
             time_limit,
             max_states: o.get_usize("max-states", 1_000_000)?,
+            threads: match o.get_usize("threads", 1)? {
+                0 => return Err("option `threads` must be at least 1".to_string()),
+                t => t,
+            },
         })
     }
 }
@@ -287,6 +302,7 @@ const COVER_CHECKS: usize = 32;
 const ARENA_WORDS: usize = 64 << 20;
 
 /// Enumerates candidates of one e-graph.
+#[derive(Clone)]
 pub struct Enumerator<'a> {
     eg: &'a EGraph,
     roots: Vec<u32>,
@@ -307,7 +323,10 @@ pub struct Enumerator<'a> {
     /// Whether ops of two labels can produce a value class (otherwise the
     /// one-organization rule never excludes an option of that value).
     several_orgs: Vec<bool>,
+    /// Interned keys: all of them, or in a parallel enumeration, those
+    /// this thread has used (a cache of `shared_keys`, which numbers them).
     interner: FxHashMap<Vec<u32>, u32>,
+    shared_keys: Option<Arc<Mutex<Keys>>>,
     /// Value classes up to `par.reduce` loops (what keys name).
     kvalue: Vec<u32>,
     /// The value class (up to `par.reduce` loops) each interned key
@@ -347,7 +366,7 @@ pub struct Enumerator<'a> {
     use_dead_fields: bool,
     /// How many earlier contexts [`Enumerator::covers`] is tried against.
     cover_checks: usize,
-    /// The key of a hole at each class, once interned (`u32::MAX` before).
+    /// The key of a hole at each class.
     hole_key: Vec<u32>,
     /// The keys of holes.
     hole_of_key: FxHashSet<u32>,
@@ -388,7 +407,7 @@ enum FieldUse {
 
 /// Per-class results of the last [`Enumerator::canon_parts`] call, reused
 /// between calls: an entry is valid when its stamp is the call's.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Scratch {
     stamp: Vec<u32>,
     now: u32,
@@ -482,7 +501,7 @@ impl Scratch {
 /// *determined* class), that key, the inputs of the pointwise region it
 /// ends (if it ends one), whether it needs work, the holes it reaches, and
 /// the option `early` chooses for it.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Determined {
     /// Per class: 0 not visited, 1 being visited, 2 not determined,
     /// 3 determined (its entry at `at`).
@@ -505,7 +524,7 @@ struct Determined {
 /// [`Enumerator::determine`]): its key, the inputs of the region it ends,
 /// whether it needs work, the holes it reaches (`hwords` words) and the
 /// organizations it fixes ((value, label) pairs).
-#[derive(PartialEq)]
+#[derive(Clone, PartialEq)]
 struct Realization {
     key: u32,
     region: Option<Vec<u32>>,
@@ -544,7 +563,7 @@ impl Determined {
 
 /// Buffers reused by [`Enumerator::context`]: a class is visited when its
 /// stamp is the call's.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct ContextScratch {
     stamp: Vec<u32>,
     now: u32,
@@ -620,6 +639,115 @@ impl Kind {
             Kind::Pointwise(l) | Kind::Op(l) => Some(l),
             Kind::Loop(l) => l,
             Kind::View | Kind::Materialize(_) => None,
+        }
+    }
+}
+
+/// Interned keys: what each is interned from, and its number.
+type Keys = FxHashMap<Vec<u32>, u32>;
+
+/// What a thread counts: partial programs expanded and pruned.
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    expanded: usize,
+    pruned: usize,
+}
+
+/// What [`Enumerator::expand`] gives: the children to explore, whether
+/// the candidate limit was reached, and whether options were left then.
+#[derive(Default)]
+struct Expansion {
+    next: Vec<State>,
+    stop: bool,
+    cut: bool,
+}
+
+/// What the threads of an enumeration share: the record, and what was
+/// found.
+struct Shared {
+    record: Mutex<Record>,
+    out: Mutex<Enumeration>,
+    max_candidates: usize,
+}
+
+impl Shared {
+    fn new(max_candidates: usize) -> Shared {
+        Shared {
+            record: Mutex::new(Record::default()),
+            out: Mutex::new(Enumeration::default()),
+            max_candidates,
+        }
+    }
+
+    fn record(&self) -> MutexGuard<'_, Record> {
+        self.record.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn out(&self) -> MutexGuard<'_, Enumeration> {
+        self.out.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The enumeration's result: `left` when a limit stopped it with work
+    /// left.
+    fn finish(self, n: Counts, stopped_by: Option<&'static str>, left: bool) -> Enumeration {
+        let classes = self.record().complete.len();
+        let mut out = self.out.into_inner().unwrap_or_else(|e| e.into_inner());
+        out.expanded_states = n.expanded;
+        out.pruned = n.pruned;
+        out.classes = classes;
+        let stopped_by = out.stopped_by.or(stopped_by);
+        out.complete = !(stopped_by.is_some() && left);
+        out.stopped_by = if out.complete { None } else { stopped_by };
+        out
+    }
+}
+
+/// The work of a parallel enumeration: partial programs given up by a
+/// thread and how many threads wait for one, the number of threads
+/// waiting (read without the lock), whether to stop and why, expansions
+/// so far, and whether work was left.
+struct Pool {
+    work: Mutex<(Vec<State>, usize)>,
+    idle: AtomicUsize,
+    stop: AtomicBool,
+    expanded: AtomicUsize,
+    left: AtomicBool,
+    stopped_by: Mutex<Option<&'static str>>,
+}
+
+impl Pool {
+    fn lock(&self) -> MutexGuard<'_, (Vec<State>, usize)> {
+        self.work.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A partial program to expand, waiting for one while another thread
+    /// works; `None` when every thread waits (the search is over) or the
+    /// search stops.
+    fn take(&self, threads: usize) -> Option<State> {
+        let mut waiting = false;
+        loop {
+            {
+                let mut w = self.lock();
+                if let Some(s) = w.0.pop() {
+                    if waiting {
+                        w.1 -= 1;
+                        self.idle.store(w.1, Ordering::Relaxed);
+                    }
+                    return Some(s);
+                }
+                if !waiting {
+                    waiting = true;
+                    w.1 += 1;
+                    self.idle.store(w.1, Ordering::Relaxed);
+                }
+                if w.1 == threads {
+                    return None;
+                }
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            std::thread::sleep(Duration::from_micros(50));
         }
     }
 }
@@ -1016,6 +1144,7 @@ impl<'a> Enumerator<'a> {
             value,
             kvalue,
             interner: FxHashMap::default(),
+            shared_keys: None,
             key_value: Vec::new(),
             ibuf: Vec::new(),
             opt_base,
@@ -1045,7 +1174,10 @@ impl<'a> Enumerator<'a> {
             }
         }
         en.set_fixed(true);
-        en.hole_key = vec![u32::MAX; en.ids.len()];
+        en.hole_key = (0..en.ids.len() as u32)
+            .map(|c| en.intern(HOLE, &[c]))
+            .collect();
+        en.hole_of_key = en.hole_key.iter().copied().collect();
         en.treaders = en.tuple_readers();
         en
     }
@@ -1919,9 +2051,16 @@ impl<'a> Enumerator<'a> {
         if let Some(k) = self.interner.get(self.ibuf.as_slice()) {
             return *k;
         }
-        let n = self.interner.len() as u32;
-        self.interner.insert(self.ibuf.clone(), n);
-        n
+        let k = match &self.shared_keys {
+            None => self.interner.len() as u32,
+            Some(m) => {
+                let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
+                let n = m.len() as u32;
+                *m.entry(self.ibuf.clone()).or_insert(n)
+            }
+        };
+        self.interner.insert(self.ibuf.clone(), k);
+        k
     }
 
     /// The canonical form of a (partial) program: a number that is equal for
@@ -1962,15 +2101,7 @@ impl<'a> Enumerator<'a> {
             }
             let j = s.choice[ci];
             if j == NONE {
-                let k = match self.hole_key[ci] {
-                    u32::MAX => {
-                        let k = self.intern(HOLE, &[c]);
-                        self.hole_key[ci] = k;
-                        self.hole_of_key.insert(k);
-                        k
-                    }
-                    k => k,
-                };
+                let k = self.hole_key[ci];
                 sc.set(ci, k, true, u32::MAX);
                 sc.hreach[ci * hw..(ci + 1) * hw].fill(0);
                 if let Ok(i) = sorted_holes.binary_search(&c) {
@@ -2491,16 +2622,10 @@ impl<'a> Enumerator<'a> {
     /// Record the complete program `t`: a candidate when it is in the
     /// candidate space and of a class not seen yet (or always, under
     /// `none`). True when that reaches the candidate limit.
-    fn complete(
-        &mut self,
-        t: &State,
-        mode: Mode,
-        out: &mut Enumeration,
-        record: &mut Record,
-        max_candidates: usize,
-    ) -> bool {
+    fn complete(&mut self, t: &State, mode: Mode, shared: &Shared) -> bool {
         let cn = self.canon_parts(t);
         let key = cn.key;
+        let mut record = shared.record();
         if record.rejected.contains(&key) {
             return false;
         }
@@ -2509,12 +2634,13 @@ impl<'a> Enumerator<'a> {
             record.rejected.insert(key);
             return false;
         }
-        out.complete_programs += 1;
         record.complete.insert(key);
+        let mut out = shared.out();
+        out.complete_programs += 1;
         if fresh || mode == Mode::None {
             out.candidates.push(self.chosen(t));
             out.keys.push(key);
-            if out.candidates.len() >= max_candidates {
+            if out.candidates.len() >= shared.max_candidates {
                 out.stopped_by = Some("max-candidates");
                 return true;
             }
@@ -2525,7 +2651,7 @@ impl<'a> Enumerator<'a> {
     /// Whether `early` prunes the partial program `t`: it is outside the
     /// candidate space, or equivalent to (or covered by) one on the record.
     /// Otherwise it goes on the record.
-    fn prune(&mut self, t: &State, canon: Option<Canon>, record: &mut Record) -> Verdict {
+    fn prune(&mut self, t: &State, canon: Option<Canon>, shared: &Shared) -> Verdict {
         // (`canon` is `t`'s canonical form where the scratch buffers hold it
         // already.)
         let cn = match canon {
@@ -2535,7 +2661,10 @@ impl<'a> Enumerator<'a> {
         if cn.invalid || (self.use_dead_fields && self.dead_field_partial(t)) {
             return Verdict::Invalid;
         }
-        if !record.seen.insert((cn.key, self.context(t))) {
+        let h = self.context(t);
+        let mut guard = shared.record();
+        let record = &mut *guard;
+        if !record.seen.insert((cn.key, h)) {
             return Verdict::Seen;
         }
         // An earlier partial program with the same canonical form whose
@@ -2558,6 +2687,120 @@ impl<'a> Enumerator<'a> {
         Verdict::New
     }
 
+    /// Expand the partial program `s`: resolve one hole every way the
+    /// rules allow, and return the children to explore (complete ones are
+    /// recorded, pruned ones dropped).
+    fn expand(&mut self, mode: Mode, mut s: State, shared: &Shared, n: &mut Counts) -> Expansion {
+        let mut e = Expansion::default();
+        // Resolve a hole that only chooses how a region is written (its
+        // options are views and pointwise ops) first, and among those,
+        // and then among the others, the one opened last: a region is
+        // written down to its inputs before the next real choice, so
+        // the classes it reaches are resolved (and the classes that read
+        // them determined) when the search branches again. (One-option
+        // holes were resolved already.) The order depends only on the
+        // state, so pruning stays sound; it changes how many partial
+        // programs are expanded, not the classes.
+        let Some(pos) = (0..s.holes.len())
+            .rev()
+            .min_by_key(|i| !self.route[s.holes[*i] as usize])
+        else {
+            return e;
+        };
+        let h = s.holes.remove(pos);
+        n.expanded += 1;
+        for j in self.choices(mode, h) {
+            if !self.admissible(&s, h, j) {
+                continue;
+            }
+            let mut t = s.clone();
+            self.settle(&mut t, h, j);
+            // Holes with one option never branch: resolve them all now
+            // (in any order, the result is the same), and compare the
+            // partial program once they are.
+            if !self.force(mode, &mut t, &mut n.expanded) {
+                continue;
+            }
+            // The canonical form of `t` when it is known already.
+            let mut canon = None;
+            if mode == Mode::Early && self.use_determined && !t.holes.is_empty() {
+                let cn = self.canon_parts(&t);
+                if cn.invalid {
+                    continue;
+                }
+                if !self.settle_determined(&mut t, &mut n.expanded) {
+                    canon = Some(cn);
+                } else if !self.force(mode, &mut t, &mut n.expanded) {
+                    continue;
+                }
+            }
+            if t.holes.is_empty() {
+                if self.complete(&t, mode, shared) {
+                    // Options of `h` after `j` are left unexplored.
+                    e.cut |= j + 1 < self.choices(mode, h).end;
+                    e.stop = true;
+                    break;
+                }
+                continue;
+            }
+            if mode == Mode::Early {
+                match self.prune(&t, canon, shared) {
+                    Verdict::Invalid => continue,
+                    Verdict::Seen => {
+                        n.pruned += 1;
+                        continue;
+                    }
+                    Verdict::New => {}
+                }
+            }
+            e.next.push(t);
+        }
+        e
+    }
+
+    /// The first partial program: the roots are holes (one-option holes
+    /// resolved). `None` when no completion is a candidate.
+    fn first(&mut self, mode: Mode, n: &mut Counts) -> Option<State> {
+        let mut holes: Vec<u32> = Vec::new();
+        for r in self.roots.iter().rev() {
+            if !holes.contains(r) {
+                holes.push(*r);
+            }
+        }
+        let mut first = State {
+            choice: vec![NONE; self.ids.len()],
+            holes,
+            produced: vec![u32::MAX; self.values],
+        };
+        self.force(mode, &mut first, &mut n.expanded)
+            .then_some(first)
+    }
+
+    /// A progress line on stderr, about once a second, where asked for.
+    fn show_progress(
+        &self,
+        shown: &mut Instant,
+        start: Instant,
+        time_limit: f64,
+        expanded: usize,
+        shared: &Shared,
+    ) {
+        if let Some(name) = &self.progress {
+            if shown.elapsed() >= Duration::from_secs(1) {
+                *shown = Instant::now();
+                let classes = shared.record().complete.len();
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!(
+                        "compact: @{name}: {expanded} partial programs expanded, {classes} classes, {:.1} s of {:.1} s",
+                        start.elapsed().as_secs_f64(),
+                        time_limit
+                    );
+                }
+            }
+        }
+    }
+
     /// Enumerate candidates.
     pub fn run(
         &mut self,
@@ -2568,36 +2811,22 @@ impl<'a> Enumerator<'a> {
     ) -> Enumeration {
         let start = Instant::now();
         let limit = Duration::from_secs_f64(time_limit);
-        let mut out = Enumeration {
-            complete: true,
-            ..Enumeration::default()
-        };
-        let n = self.ids.len();
-        let mut holes: Vec<u32> = Vec::new();
-        for r in self.roots.iter().rev() {
-            if !holes.contains(r) {
-                holes.push(*r);
-            }
-        }
+        let shared = Shared::new(max_candidates);
+        let mut n = Counts::default();
         // Depth first, but the subtrees of the first real choice (the
         // first partial program with several children) are explored in
         // turns, one expansion each, so that a limited enumeration finds
         // candidates of every top-level organization, not only of the
         // cheapest-looking one. The order changes nothing else.
-        let mut first = State {
-            choice: vec![NONE; n],
-            holes,
-            produced: vec![u32::MAX; self.values],
-        };
         let mut stacks: Vec<Vec<State>> = Vec::new();
-        if self.force(mode, &mut first, &mut out.expanded_states) {
+        if let Some(first) = self.first(mode, &mut n) {
             stacks.push(vec![first]);
         }
         let mut split = false;
         let mut turn = 0usize;
         let mut pops = 0usize;
         let mut cut = false;
-        let mut record = Record::default();
+        let mut stopped_by = None;
         let mut shown = start;
         loop {
             stacks.retain(|st| !st.is_empty());
@@ -2606,124 +2835,229 @@ impl<'a> Enumerator<'a> {
             }
             let i = turn % stacks.len();
             turn += 1;
-            let Some(mut s) = stacks[i].pop() else {
+            let Some(s) = stacks[i].pop() else {
                 continue;
             };
             if s.holes.is_empty() {
                 // The first program is complete already.
-                if self.complete(&s, mode, &mut out, &mut record, max_candidates) {
+                if self.complete(&s, mode, &shared) {
                     break;
                 }
                 continue;
             }
-            if out.expanded_states >= max_states {
-                out.stopped_by = Some("max-states");
+            if n.expanded >= max_states {
+                stopped_by = Some("max-states");
                 break;
             }
             pops += 1;
             if pops.is_multiple_of(256) {
                 if start.elapsed() > limit {
-                    out.stopped_by = Some("time-limit");
+                    stopped_by = Some("time-limit");
                     break;
                 }
-                if let Some(name) = &self.progress {
-                    if shown.elapsed() >= Duration::from_secs(1) {
-                        shown = Instant::now();
-                        #[allow(clippy::print_stderr)]
-                        {
-                            eprintln!(
-                                "compact: @{name}: {} partial programs expanded, {} classes, {:.1} s of {:.1} s",
-                                out.expanded_states,
-                                record.complete.len(),
-                                start.elapsed().as_secs_f64(),
-                                time_limit
-                            );
-                        }
-                    }
-                }
+                self.show_progress(&mut shown, start, time_limit, n.expanded, &shared);
             }
-            // Resolve a hole that only chooses how a region is written (its
-            // options are views and pointwise ops) first, and among those,
-            // and then among the others, the one opened last: a region is
-            // written down to its inputs before the next real choice, so
-            // the classes it reaches are resolved (and the classes that read
-            // them determined) when the search branches again. (One-option
-            // holes were resolved already.) The order depends only on the
-            // state, so pruning stays sound; it changes how many partial
-            // programs are expanded, not the classes.
-            let Some(pos) = (0..s.holes.len())
-                .rev()
-                .min_by_key(|i| !self.route[s.holes[*i] as usize])
-            else {
-                continue;
-            };
-            let h = s.holes.remove(pos);
-            out.expanded_states += 1;
-            let mut next = Vec::new();
-            for j in self.choices(mode, h) {
-                if !self.admissible(&s, h, j) {
-                    continue;
-                }
-                let mut t = s.clone();
-                self.settle(&mut t, h, j);
-                // Holes with one option never branch: resolve them all now
-                // (in any order, the result is the same), and compare the
-                // partial program once they are.
-                if !self.force(mode, &mut t, &mut out.expanded_states) {
-                    continue;
-                }
-                // The canonical form of `t` when it is known already.
-                let mut canon = None;
-                if mode == Mode::Early && self.use_determined && !t.holes.is_empty() {
-                    let cn = self.canon_parts(&t);
-                    if cn.invalid {
-                        continue;
-                    }
-                    if !self.settle_determined(&mut t, &mut out.expanded_states) {
-                        canon = Some(cn);
-                    } else if !self.force(mode, &mut t, &mut out.expanded_states) {
-                        continue;
-                    }
-                }
-                if t.holes.is_empty() {
-                    if self.complete(&t, mode, &mut out, &mut record, max_candidates) {
-                        // Options of `h` after `j` are left unexplored.
-                        cut |= j + 1 < self.choices(mode, h).end;
-                        break;
-                    }
-                    continue;
-                }
-                if mode == Mode::Early {
-                    match self.prune(&t, canon, &mut record) {
-                        Verdict::Invalid => continue,
-                        Verdict::Seen => {
-                            out.pruned += 1;
-                            continue;
-                        }
-                        Verdict::New => {}
-                    }
-                }
-                next.push(t);
-            }
+            let e = self.expand(mode, s, &shared, &mut n);
+            cut |= e.cut;
             // Depth first, first e-node first.
-            if !split && next.len() > 1 {
+            if !split && e.next.len() > 1 {
                 split = true;
-                stacks.extend(next.into_iter().map(|t| vec![t]));
+                stacks.extend(e.next.into_iter().map(|t| vec![t]));
             } else {
-                stacks[i].extend(next.into_iter().rev());
+                stacks[i].extend(e.next.into_iter().rev());
             }
-            s.holes.clear();
-            if out.stopped_by.is_some() {
+            if e.stop {
                 break;
             }
         }
-        if out.stopped_by.is_some() && (cut || stacks.iter().any(|st| !st.is_empty())) {
-            out.complete = false;
-        } else {
-            out.stopped_by = None;
+        let left = cut || stacks.iter().any(|st| !st.is_empty());
+        shared.finish(n, stopped_by, left)
+    }
+
+    /// [`Enumerator::run`] on `threads` threads that share the record of
+    /// partial programs and complete classes (one thread: `run`). Each
+    /// explores depth first and gives the oldest partial program on its
+    /// stack to a thread that has run out of work. Every mode finds the
+    /// same classes as with one thread; the order of the candidates (and,
+    /// under a limit, which are found) varies from run to run.
+    pub fn run_threads(
+        &mut self,
+        mode: Mode,
+        max_candidates: usize,
+        time_limit: f64,
+        max_states: usize,
+        threads: usize,
+    ) -> Enumeration {
+        if threads <= 1 {
+            return self.run(mode, max_candidates, time_limit, max_states);
         }
-        out.classes = record.complete.len();
-        out
+        let start = Instant::now();
+        let limit = Duration::from_secs_f64(time_limit);
+        let shared = Shared::new(max_candidates);
+        let mut n = Counts::default();
+        // Keys are numbered by one interner from now on.
+        let keys = Arc::new(Mutex::new(std::mem::take(&mut self.interner)));
+        self.interner = keys.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        self.shared_keys = Some(keys.clone());
+        let pool = Pool {
+            work: Mutex::new((Vec::new(), 0)),
+            idle: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            expanded: AtomicUsize::new(0),
+            left: AtomicBool::new(false),
+            stopped_by: Mutex::new(None),
+        };
+        // Up to the first real choice here; its subtrees go to the
+        // threads in turn, and each explores its own in turns (as `run`
+        // does).
+        let mut split: Vec<State> = Vec::new();
+        let mut stop = false;
+        let mut cut = false;
+        if let Some(first) = self.first(mode, &mut n) {
+            let mut s = first;
+            loop {
+                if s.holes.is_empty() {
+                    stop = self.complete(&s, mode, &shared);
+                    break;
+                }
+                let e = self.expand(mode, s, &shared, &mut n);
+                cut |= e.cut;
+                stop |= e.stop;
+                if stop || e.next.len() != 1 {
+                    split = e.next;
+                    break;
+                }
+                s = e.next.into_iter().next().unwrap_or_else(|| unreachable!());
+            }
+        }
+        pool.expanded.store(n.expanded, Ordering::Relaxed);
+        if stop {
+            pool.stop.store(true, Ordering::Relaxed);
+            pool.left.store(cut || !split.is_empty(), Ordering::Relaxed);
+            split.clear();
+        }
+        let mut initial: Vec<Vec<Vec<State>>> = vec![Vec::new(); threads];
+        for (i, t) in split.into_iter().enumerate() {
+            initial[i % threads].push(vec![t]);
+        }
+        let counts: Vec<Counts> = std::thread::scope(|scope| {
+            let workers: Vec<_> = initial
+                .into_iter()
+                .enumerate()
+                .map(|(w, stacks)| {
+                    let mut en = self.clone();
+                    if w > 0 {
+                        en.progress = None;
+                    }
+                    let (shared, pool) = (&shared, &pool);
+                    let lim = (start, limit, time_limit, max_states);
+                    scope.spawn(move || en.worker(mode, stacks, shared, pool, threads, lim))
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+        n.expanded = pool.expanded.load(Ordering::Relaxed);
+        n.pruned = counts.iter().map(|c| c.pruned).sum();
+        self.shared_keys = None;
+        self.interner = std::mem::take(&mut *keys.lock().unwrap_or_else(|e| e.into_inner()));
+        let stopped_by = *pool.stopped_by.lock().unwrap_or_else(|e| e.into_inner());
+        let left = pool.left.load(Ordering::Relaxed) || !pool.lock().0.is_empty();
+        shared.finish(n, stopped_by, left)
+    }
+
+    /// One thread of [`Enumerator::run_threads`], starting from its
+    /// `stacks` (explored in turns, depth first each): its prunings. `lim`
+    /// is the start, the time limit (and in seconds) and the expansion
+    /// limit.
+    fn worker(
+        &mut self,
+        mode: Mode,
+        mut stacks: Vec<Vec<State>>,
+        shared: &Shared,
+        pool: &Pool,
+        threads: usize,
+        lim: (Instant, Duration, f64, usize),
+    ) -> Counts {
+        let (start, limit, time_limit, max_states) = lim;
+        let mut n = Counts::default();
+        let (mut pops, mut turn, mut counted) = (0usize, 0usize, 0usize);
+        let mut shown = start;
+        let stop = |why: &'static str| {
+            pool.stop.store(true, Ordering::Relaxed);
+            pool.stopped_by
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert(why);
+        };
+        loop {
+            if pool.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            stacks.retain(|st| !st.is_empty());
+            if stacks.is_empty() {
+                match pool.take(threads) {
+                    Some(s) => stacks.push(vec![s]),
+                    None => break,
+                }
+            }
+            let i = turn % stacks.len();
+            turn += 1;
+            let Some(s) = stacks[i].pop() else {
+                continue;
+            };
+            pops += 1;
+            if pops.is_multiple_of(64) {
+                let total = pool
+                    .expanded
+                    .fetch_add(n.expanded - counted, Ordering::Relaxed)
+                    + (n.expanded - counted);
+                counted = n.expanded;
+                let why = if total >= max_states {
+                    Some("max-states")
+                } else if start.elapsed() > limit {
+                    Some("time-limit")
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    stacks[i].push(s);
+                    stop(why);
+                    break;
+                }
+                self.show_progress(&mut shown, start, time_limit, total, shared);
+            }
+            let e = self.expand(mode, s, shared, &mut n);
+            stacks[i].extend(e.next.into_iter().rev());
+            if e.stop {
+                if e.cut {
+                    pool.left.store(true, Ordering::Relaxed);
+                }
+                stop("max-candidates");
+                break;
+            }
+            // A thread is out of work: give it the oldest partial program
+            // of the largest stack (the largest subtree), keeping one.
+            if pool.idle.load(Ordering::Relaxed) > 0 {
+                let total: usize = stacks.iter().map(Vec::len).sum();
+                if total > 1 {
+                    let big = (0..stacks.len())
+                        .max_by_key(|k| stacks[*k].len())
+                        .unwrap_or(0);
+                    let s0 = stacks[big].remove(0);
+                    pool.lock().0.push(s0);
+                }
+            }
+        }
+        if stacks.iter().any(|st| !st.is_empty()) {
+            pool.left.store(true, Ordering::Relaxed);
+        }
+        pool.expanded
+            .fetch_add(n.expanded - counted, Ordering::Relaxed);
+        n.expanded = 0;
+        n
     }
 
     fn chosen(&self, s: &State) -> HashMap<Id, SymbolLang> {
@@ -2969,11 +3303,12 @@ impl Pass for Compact {
             } {
                 en.progress = Some(f.name.clone());
             }
-            let res = en.run(
+            let res = en.run_threads(
                 self.mode,
                 self.max_candidates,
                 self.time_limit,
                 self.max_states,
+                self.threads,
             );
             expanded += res.expanded_states;
             programs += res.complete_programs;

@@ -9,7 +9,7 @@ use efir_ir::{Attr, Func, Module, Type};
 use egg::{Id, SymbolLang};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// A function's e-graph: the graph, its roots and the function's header.
 pub struct Graph {
@@ -48,7 +48,7 @@ fn new_graph(f: &Func, m: &Module) -> Graph {
         .collect();
     let mut sigs = efir_ir::verify::signatures(&crate::repairs::library_module());
     sigs.extend(efir_ir::verify::signatures(m));
-    let ctx = Rc::new(Ctx {
+    let ctx = Arc::new(Ctx {
         registry: value_registry(),
         sigs,
         params: params.iter().map(|p| p.1.clone()).collect(),

@@ -289,6 +289,36 @@ fn dead_field_pruning_loses_no_class_on_rmsnorm_mlp() {
 }
 
 #[test]
+fn threads_find_the_same_classes() {
+    // Two and three threads sharing one record find the classes one thread
+    // finds, in every mode that finishes; under a candidate limit they stop
+    // with that many.
+    for name in ["gated_mlp", "lora", "layernorm_gemm"] {
+        let g = small_saturated(name);
+        let mut en = Enumerator::new(&g);
+        let one = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+        assert!(one.complete, "{name}");
+        for threads in [2, 3] {
+            let many = en.run_threads(Mode::Early, usize::MAX, 600.0, usize::MAX, threads);
+            assert!(many.complete, "{name}");
+            assert_eq!(keys(&one), keys(&many), "{name}, {threads} threads");
+            assert_eq!(many.classes, one.classes, "{name}");
+            assert_eq!(many.candidates.len(), one.candidates.len(), "{name}");
+        }
+        if name == "gated_mlp" {
+            // (`after` finishes there.)
+            let after = en.run_threads(Mode::After, usize::MAX, 600.0, usize::MAX, 2);
+            assert!(after.complete, "{name}");
+            assert_eq!(keys(&one), keys(&after), "{name}, after");
+        }
+        let limited = en.run_threads(Mode::Early, 5, 600.0, usize::MAX, 2);
+        assert_eq!(limited.candidates.len(), 5, "{name}");
+        assert!(!limited.complete && limited.stopped_by == Some("max-candidates"));
+        assert!(keys(&limited).is_subset(&keys(&one)), "{name}");
+    }
+}
+
+#[test]
 fn determined_classes_lose_no_class() {
     // `early` resolves a hole at once when every way to complete it gives
     // the same key (a determined class), and compares contexts with

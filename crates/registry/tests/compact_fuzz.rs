@@ -253,7 +253,9 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
             sum.limited += 1;
             continue;
         }
-        let early = en.run(Mode::Early, usize::MAX, TIME_LIMIT, MAX_STATES);
+        // (Every other case on two threads sharing one record.)
+        let threads = 1 + case % 2;
+        let early = en.run_threads(Mode::Early, usize::MAX, TIME_LIMIT, MAX_STATES, threads);
         if !early.complete {
             sum.limited += 1;
             continue;
