@@ -346,6 +346,9 @@ pub struct Enumerator<'a> {
     /// Classes whose options are all views and pointwise ops (and loads
     /// and constants): they choose only how a region is written.
     route: Vec<bool>,
+    /// The order in which [`Enumerator::expand`] tries each class's
+    /// options (a route class's pointwise ops before its views).
+    order: Vec<Vec<u16>>,
     /// Where each class's options start in a numbering of all options.
     opt_base: Vec<usize>,
     /// The last key interned at each call site of
@@ -662,25 +665,39 @@ struct Expansion {
     cut: bool,
 }
 
-/// What the threads of an enumeration share: the record, and what was
-/// found.
+/// What the threads of an enumeration share: the record (in shards by
+/// canonical form, so that threads seldom wait for one another), and what
+/// was found.
 struct Shared {
-    record: Mutex<Record>,
+    record: Vec<Mutex<Record>>,
     out: Mutex<Enumeration>,
     max_candidates: usize,
 }
 
+/// Shards of the record.
+const SHARDS: usize = 64;
+
 impl Shared {
     fn new(max_candidates: usize) -> Shared {
         Shared {
-            record: Mutex::new(Record::default()),
+            record: (0..SHARDS).map(|_| Mutex::new(Record::default())).collect(),
             out: Mutex::new(Enumeration::default()),
             max_candidates,
         }
     }
 
-    fn record(&self) -> MutexGuard<'_, Record> {
-        self.record.lock().unwrap_or_else(|e| e.into_inner())
+    /// The shard of the record that holds the canonical form `key`.
+    fn record(&self, key: u32) -> MutexGuard<'_, Record> {
+        self.record[key as usize % SHARDS]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The classes found so far.
+    fn classes(&self) -> usize {
+        (0..SHARDS as u32)
+            .map(|k| self.record(k).complete.len())
+            .sum()
     }
 
     fn out(&self) -> MutexGuard<'_, Enumeration> {
@@ -690,7 +707,7 @@ impl Shared {
     /// The enumeration's result: `left` when a limit stopped it with work
     /// left.
     fn finish(self, n: Counts, stopped_by: Option<&'static str>, left: bool) -> Enumeration {
-        let classes = self.record().complete.len();
+        let classes = self.classes();
         let mut out = self.out.into_inner().unwrap_or_else(|e| e.into_inner());
         out.expanded_states = n.expanded;
         out.pruned = n.pruned;
@@ -1112,11 +1129,22 @@ impl<'a> Enumerator<'a> {
             total += os.len();
         }
         let icache = vec![(u32::MAX, Vec::new()); 2 * total];
-        let route = kind
+        let route: Vec<bool> = kind
             .iter()
             .map(|ks: &Vec<Kind>| {
                 ks.iter()
                     .all(|k| matches!(k, Kind::View | Kind::Pointwise(_)))
+            })
+            .collect();
+        let order = kind
+            .iter()
+            .enumerate()
+            .map(|(c, ks)| {
+                let mut o: Vec<u16> = (0..ks.len() as u16).collect();
+                if route[c] {
+                    o.sort_by_key(|j| matches!(ks[*j as usize], Kind::View));
+                }
+                o
             })
             .collect();
         let mut en = Enumerator {
@@ -1150,6 +1178,7 @@ impl<'a> Enumerator<'a> {
             opt_base,
             icache,
             route,
+            order,
             scratch: Scratch::default(),
             ctx: ContextScratch::default(),
             det: Determined::default(),
@@ -2625,7 +2654,7 @@ impl<'a> Enumerator<'a> {
     fn complete(&mut self, t: &State, mode: Mode, shared: &Shared) -> bool {
         let cn = self.canon_parts(t);
         let key = cn.key;
-        let mut record = shared.record();
+        let mut record = shared.record(key);
         if record.rejected.contains(&key) {
             return false;
         }
@@ -2662,7 +2691,7 @@ impl<'a> Enumerator<'a> {
             return Verdict::Invalid;
         }
         let h = self.context(t);
-        let mut guard = shared.record();
+        let mut guard = shared.record(cn.key);
         let record = &mut *guard;
         if !record.seen.insert((cn.key, h)) {
             return Verdict::Seen;
@@ -2680,7 +2709,7 @@ impl<'a> Enumerator<'a> {
         }
         // Past a memory budget, new contexts are no longer kept for
         // inclusion checks (equal contexts are still pruned).
-        if record.arena.len() < ARENA_WORDS {
+        if record.arena.len() < ARENA_WORDS / SHARDS {
             earlier.push((record.arena.len(), self.ctx.entries.len()));
             record.arena.extend_from_slice(&self.ctx.entries);
         }
@@ -2709,7 +2738,23 @@ impl<'a> Enumerator<'a> {
         };
         let h = s.holes.remove(pos);
         n.expanded += 1;
-        for j in self.choices(mode, h) {
+        // A route hole tries its pointwise ops before its views: the
+        // region is written where it is read, and its inputs are read
+        // through views (which a later, more general partial program
+        // cannot cover as often the other way round). Other holes try
+        // their e-nodes in order (cheapest-looking first).
+        let range = self.choices(mode, h);
+        let order: &[u16] = if range.len() == self.options[h as usize].len() {
+            &self.order[h as usize]
+        } else {
+            &[]
+        };
+        let options: Vec<usize> = if order.is_empty() {
+            range.collect()
+        } else {
+            order.iter().map(|j| *j as usize).collect()
+        };
+        for (at, &j) in options.iter().enumerate() {
             if !self.admissible(&s, h, j) {
                 continue;
             }
@@ -2737,7 +2782,7 @@ impl<'a> Enumerator<'a> {
             if t.holes.is_empty() {
                 if self.complete(&t, mode, shared) {
                     // Options of `h` after `j` are left unexplored.
-                    e.cut |= j + 1 < self.choices(mode, h).end;
+                    e.cut |= at + 1 < options.len();
                     e.stop = true;
                     break;
                 }
@@ -2788,7 +2833,7 @@ impl<'a> Enumerator<'a> {
         if let Some(name) = &self.progress {
             if shown.elapsed() >= Duration::from_secs(1) {
                 *shown = Instant::now();
-                let classes = shared.record().complete.len();
+                let classes = shared.classes();
                 #[allow(clippy::print_stderr)]
                 {
                     eprintln!(
