@@ -1732,12 +1732,19 @@ impl<'a> Enumerator<'a> {
     fn realizable_in(&self, a: &[u64], b: &State, c: u32) -> bool {
         let d = &self.det;
         let hw = self.scratch.hwords;
-        let mut at: FxHashMap<u32, usize> = FxHashMap::default();
+        // Where each class's entry starts (entries are sorted by class).
+        let mut starts: Vec<(u32, usize)> = Vec::with_capacity(a.len());
         let mut i = 0;
         while i < a.len() {
-            at.insert((a[i] >> 34) as u32, i);
+            starts.push(((a[i] >> 34) as u32, i));
             i += if tag(a[i]) == REACHES { 1 + hw } else { 1 };
         }
+        let at = |x: u32| {
+            starts
+                .binary_search_by_key(&x, |e| e.0)
+                .ok()
+                .map(|k| starts[k].1)
+        };
         let mut stack = vec![c];
         let mut seen: FxHashSet<u32> = FxHashSet::default();
         while let Some(x) = stack.pop() {
@@ -1750,7 +1757,7 @@ impl<'a> Enumerator<'a> {
             if d.mark.get(xi) != Some(&3) {
                 return false;
             }
-            let Some(&ia) = at.get(&x) else {
+            let Some(ia) = at(x) else {
                 return false;
             };
             let wa = a[ia];
@@ -1892,16 +1899,15 @@ impl<'a> Enumerator<'a> {
     /// (for classes whose key may still change, and classes completions may
     /// yet choose), where the e-nodes completions may choose (every allowed
     /// option of an open class reachable from the holes) read every field
-    /// they could. A tuple built by a class with a final key, with a field
-    /// outside that bound, stays dead in every completion.
+    /// they could. A tuple with a field outside the bound of its key (of
+    /// its value, while its key may change) stays dead in every
+    /// completion.
     fn dead_field_partial(&mut self, s: &State) -> bool {
         let sc = &self.scratch;
         let final_key = |c: usize| sc.has(c) && sc.hreach(c).iter().all(|w| *w == 0);
         let construct = |c: u32| {
             let ci = c as usize;
-            self.fields[ci][s.choice[ci] as usize] == FieldUse::Construct
-                && self.arity[ci] > 0
-                && final_key(ci)
+            self.fields[ci][s.choice[ci] as usize] == FieldUse::Construct && self.arity[ci] > 0
         };
         if !sc.tuples.iter().any(|c| construct(*c)) {
             return false;
@@ -1973,10 +1979,17 @@ impl<'a> Enumerator<'a> {
                 }
             }
         }
-        let dead = sc
-            .tuples
-            .iter()
-            .any(|&c| construct(c) && (get(&live, slot(c)) | get(&live, val(c))) != all(c));
+        // (A tuple whose key may still change is bounded by its value.)
+        let dead = sc.tuples.iter().any(|&c| {
+            construct(c) && {
+                let bound = if slot(c) & VAL == 0 {
+                    get(&live, slot(c))
+                } else {
+                    valall.get(&self.kvalue[c as usize]).copied().unwrap_or(0)
+                };
+                (bound | get(&live, val(c))) != all(c)
+            }
+        });
         self.live = live;
         self.valall = valall;
         dead
