@@ -361,6 +361,10 @@ pub struct Enumerator<'a> {
     ctx: ContextScratch,
     /// Buffers of [`Enumerator::determine`].
     det: Determined,
+    /// Whether `det` holds what [`Enumerator::settle_determined`] found
+    /// about the state whose canonical form the scratch buffers hold (then
+    /// [`Enumerator::context`] goes on from it).
+    det_fresh: bool,
     /// Whether `early` resolves determined holes at once and compares
     /// contexts with determined classes as resolved.
     use_determined: bool,
@@ -1182,6 +1186,7 @@ impl<'a> Enumerator<'a> {
             scratch: Scratch::default(),
             ctx: ContextScratch::default(),
             det: Determined::default(),
+            det_fresh: false,
             use_determined: true,
             use_dead_fields: true,
             cover_checks: COVER_CHECKS,
@@ -1562,7 +1567,9 @@ impl<'a> Enumerator<'a> {
         stack.extend_from_slice(&s.holes);
         let sc = std::mem::take(&mut self.scratch);
         let mut d = std::mem::take(&mut self.det);
-        d.reset(n);
+        if !std::mem::take(&mut self.det_fresh) {
+            d.reset(n);
+        }
         while let Some(c) = stack.pop() {
             let ci = c as usize;
             if self.opaque[ci] || self.ctx.stamp[ci] == now {
@@ -2124,6 +2131,7 @@ impl<'a> Enumerator<'a> {
         // stamp is this call's: the key of each class reached, the holes it
         // reaches, whether it needs work, and for classes computed by a
         // pointwise region, the region's inputs (sorted keys).
+        self.det_fresh = false;
         let mut sc = std::mem::take(&mut self.scratch);
         sc.start(self.ids.len(), s.holes.len().div_ceil(64).max(1));
         let hw = sc.hwords;
@@ -2658,6 +2666,8 @@ impl<'a> Enumerator<'a> {
         }
         self.scratch = sc;
         self.det = d;
+        // (Nothing changed: what was found about `t` still holds.)
+        self.det_fresh = !any;
         any
     }
 
