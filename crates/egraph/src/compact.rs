@@ -2686,8 +2686,12 @@ impl<'a> Enumerator<'a> {
             record.rejected.insert(key);
             return false;
         }
-        record.complete.insert(key);
         let mut out = shared.out();
+        if out.candidates.len() >= shared.max_candidates {
+            // (Another thread reached the limit.)
+            return true;
+        }
+        record.complete.insert(key);
         out.complete_programs += 1;
         if fresh || mode == Mode::None {
             out.candidates.push(self.chosen(t));
