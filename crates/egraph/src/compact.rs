@@ -3028,7 +3028,7 @@ impl<'a> Enumerator<'a> {
                 .collect();
             workers
                 .into_iter()
-                .map(|h| h.join().unwrap_or_default())
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
                 .collect()
         });
         n.expanded = pool.expanded.load(Ordering::Relaxed);
