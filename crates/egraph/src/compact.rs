@@ -5,7 +5,9 @@
 //! tiled implementations. They are enumerated depth first over *partial
 //! programs*: programs whose unresolved e-classes are named holes `□c`,
 //! resolving first the holes that only choose how a pointwise region is
-//! written, the hole opened last first.
+//! written (their pointwise e-nodes before their views), the hole opened
+//! last first. With `threads=N` several threads search, sharing the record
+//! of partial programs and classes.
 //!
 //! The candidate space has more rules (see `docs/passes.md`): a value is
 //! organized one way per program, no tuple field is dead, no kernel of its
@@ -52,8 +54,9 @@
 //! form is already on the search's record with a context that allows at
 //! least its completions (`S ≈p T`), before expanding it; it resolves holes
 //! with one option, fixed and frontier-fixed classes and *determined*
-//! classes (every completion gives them one key) without branching. Every
-//! mode that finishes yields the same classes.
+//! classes (every completion gives them one key) without branching, and
+//! drops partial programs whose every completion has a dead tuple field.
+//! Every mode that finishes yields the same classes.
 
 use crate::analysis::{Data, EGraph};
 use crate::convert::{node_attrs, node_operands, to_func_text, Graph};
