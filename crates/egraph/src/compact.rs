@@ -679,6 +679,10 @@ struct Shared {
     record: Vec<Mutex<Record>>,
     out: Mutex<Enumeration>,
     max_candidates: usize,
+    /// Words of contexts kept for inclusion checks, in all shards.
+    arena_words: AtomicUsize,
+    /// Whether a complete program was left when the limit was reached.
+    left: AtomicBool,
 }
 
 /// Shards of the record.
@@ -690,6 +694,8 @@ impl Shared {
             record: (0..SHARDS).map(|_| Mutex::new(Record::default())).collect(),
             out: Mutex::new(Enumeration::default()),
             max_candidates,
+            arena_words: AtomicUsize::new(0),
+            left: AtomicBool::new(false),
         }
     }
 
@@ -720,6 +726,7 @@ impl Shared {
         out.pruned = n.pruned;
         out.classes = classes;
         let stopped_by = out.stopped_by.or(stopped_by);
+        let left = left || self.left.load(Ordering::Relaxed);
         out.complete = !(stopped_by.is_some() && left);
         out.stopped_by = if out.complete { None } else { stopped_by };
         out
@@ -2691,7 +2698,8 @@ impl<'a> Enumerator<'a> {
         }
         let mut out = shared.out();
         if out.candidates.len() >= shared.max_candidates {
-            // (Another thread reached the limit.)
+            // (Another thread reached the limit: this program is left.)
+            shared.left.store(true, Ordering::Relaxed);
             return true;
         }
         record.complete.insert(key);
@@ -2718,6 +2726,7 @@ impl<'a> Enumerator<'a> {
             None => self.canon_parts(t),
         };
         if cn.invalid || (self.use_dead_fields && self.dead_field_partial(t)) {
+            self.det_fresh = false;
             return Verdict::Invalid;
         }
         let h = self.context(t);
@@ -2739,8 +2748,9 @@ impl<'a> Enumerator<'a> {
         }
         // Past a memory budget, new contexts are no longer kept for
         // inclusion checks (equal contexts are still pruned).
-        if record.arena.len() < ARENA_WORDS / SHARDS {
-            earlier.push((record.arena.len(), self.ctx.entries.len()));
+        let words = self.ctx.entries.len();
+        if shared.arena_words.fetch_add(words, Ordering::Relaxed) < ARENA_WORDS {
+            earlier.push((record.arena.len(), words));
             record.arena.extend_from_slice(&self.ctx.entries);
         }
         Verdict::New
@@ -2921,12 +2931,14 @@ impl<'a> Enumerator<'a> {
                 continue;
             }
             if n.expanded >= max_states {
+                stacks[i].push(s);
                 stopped_by = Some("max-states");
                 break;
             }
             pops += 1;
             if pops.is_multiple_of(256) {
                 if start.elapsed() > limit {
+                    stacks[i].push(s);
                     stopped_by = Some("time-limit");
                     break;
                 }
@@ -2995,6 +3007,19 @@ impl<'a> Enumerator<'a> {
                     stop = self.complete(&s, mode, &shared);
                     break;
                 }
+                let why = if n.expanded >= max_states {
+                    Some("max-states")
+                } else if start.elapsed() > limit {
+                    Some("time-limit")
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    *pool.stopped_by.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                    split = vec![s];
+                    stop = true;
+                    break;
+                }
                 let e = self.expand(mode, s, &shared, &mut n);
                 cut |= e.cut;
                 stop |= e.stop;
@@ -3035,7 +3060,7 @@ impl<'a> Enumerator<'a> {
                 .collect()
         });
         n.expanded = pool.expanded.load(Ordering::Relaxed);
-        n.pruned = counts.iter().map(|c| c.pruned).sum();
+        n.pruned += counts.iter().map(|c| c.pruned).sum::<usize>();
         self.shared_keys = None;
         self.interner = std::mem::take(&mut *keys.lock().unwrap_or_else(|e| e.into_inner()));
         let stopped_by = *pool.stopped_by.lock().unwrap_or_else(|e| e.into_inner());
@@ -3057,6 +3082,17 @@ impl<'a> Enumerator<'a> {
         lim: (Instant, Duration, f64, usize),
     ) -> Counts {
         let (start, limit, time_limit, max_states) = lim;
+        // A thread that panics stops the others (they would wait for it
+        // forever); the panic then reaches the caller.
+        struct StopOnPanic<'p>(&'p Pool);
+        impl Drop for StopOnPanic<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.stop.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+        let _guard = StopOnPanic(pool);
         let mut n = Counts::default();
         let (mut pops, mut turn, mut counted) = (0usize, 0usize, 0usize);
         let mut shown = start;
@@ -3084,24 +3120,24 @@ impl<'a> Enumerator<'a> {
                 continue;
             };
             pops += 1;
+            let total = pool
+                .expanded
+                .fetch_add(n.expanded - counted, Ordering::Relaxed)
+                + (n.expanded - counted);
+            counted = n.expanded;
+            let why = if total >= max_states {
+                Some("max-states")
+            } else if pops.is_multiple_of(64) && start.elapsed() > limit {
+                Some("time-limit")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                stacks[i].push(s);
+                stop(why);
+                break;
+            }
             if pops.is_multiple_of(64) {
-                let total = pool
-                    .expanded
-                    .fetch_add(n.expanded - counted, Ordering::Relaxed)
-                    + (n.expanded - counted);
-                counted = n.expanded;
-                let why = if total >= max_states {
-                    Some("max-states")
-                } else if start.elapsed() > limit {
-                    Some("time-limit")
-                } else {
-                    None
-                };
-                if let Some(why) = why {
-                    stacks[i].push(s);
-                    stop(why);
-                    break;
-                }
                 self.show_progress(&mut shown, start, time_limit, total, shared);
             }
             let e = self.expand(mode, s, shared, &mut n);

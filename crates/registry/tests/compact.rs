@@ -319,6 +319,27 @@ fn threads_find_the_same_classes() {
 }
 
 #[test]
+fn limits_stop_every_thread() {
+    // An expansion limit stops the search on one thread and on several,
+    // soon after it is reached, and the enumeration says it did not finish
+    // (also when the limit is reached before the first expansion).
+    let g = small_saturated("lora");
+    let mut en = Enumerator::new(&g);
+    for threads in [1, 2] {
+        for max_states in [0, 200, 5_000] {
+            let res = en.run_threads(Mode::Early, usize::MAX, 600.0, max_states, threads);
+            assert!(!res.complete, "{threads} threads, {max_states}");
+            assert_eq!(res.stopped_by, Some("max-states"), "{threads} threads");
+            assert!(
+                res.expanded_states < max_states + 500,
+                "{threads} threads: {} expanded for a limit of {max_states}",
+                res.expanded_states
+            );
+        }
+    }
+}
+
+#[test]
 fn determined_classes_lose_no_class() {
     // `early` resolves a hole at once when every way to complete it gives
     // the same key (a determined class), and compares contexts with
