@@ -1900,11 +1900,13 @@ impl<'a> Enumerator<'a> {
                 }
             }
         }
+        // (Fields are bits of a word: a tuple of 64 fields or more is not
+        // checked.)
         reach.iter().any(|&c| {
             let j = s.choice[c as usize];
             j != NONE
                 && self.fields[c as usize][j as usize] == FieldUse::Construct
-                && self.arity[c as usize] > 0
+                && (1..64).contains(&self.arity[c as usize])
                 && live.get(&key(c)).copied().unwrap_or(0) != all(c)
         })
     }
@@ -1924,7 +1926,8 @@ impl<'a> Enumerator<'a> {
         let final_key = |c: usize| sc.has(c) && sc.hreach(c).iter().all(|w| *w == 0);
         let construct = |c: u32| {
             let ci = c as usize;
-            self.fields[ci][s.choice[ci] as usize] == FieldUse::Construct && self.arity[ci] > 0
+            self.fields[ci][s.choice[ci] as usize] == FieldUse::Construct
+                && (1..64).contains(&self.arity[ci])
         };
         if !sc.tuples.iter().any(|c| construct(*c)) {
             return false;
