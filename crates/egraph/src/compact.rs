@@ -376,6 +376,9 @@ pub struct Enumerator<'a> {
     use_dead_fields: bool,
     /// How many earlier contexts [`Enumerator::covers`] is tried against.
     cover_checks: usize,
+    /// Whether holes other than route holes are resolved in the order they
+    /// were opened (an ablation of the hole order).
+    first_opened_first: bool,
     /// The key of a hole at each class.
     hole_key: Vec<u32>,
     /// The keys of holes.
@@ -1200,6 +1203,7 @@ impl<'a> Enumerator<'a> {
             use_determined: true,
             use_dead_fields: true,
             cover_checks: COVER_CHECKS,
+            first_opened_first: false,
             hole_key: Vec::new(),
             hole_of_key: FxHashSet::default(),
         };
@@ -1788,7 +1792,9 @@ impl<'a> Enumerator<'a> {
                 let r = d.of(xi);
                 let mut mine = Vec::with_capacity(1 + hw);
                 push_keyed(&mut mine, x, r.key, &r.reach);
-                if a[ia..ia + mine.len()] != mine[..] {
+                // (An entry without holes is one word: it may end `a`.)
+                // (An entry without holes is one word: it may end `a`.)
+                if a.get(ia..ia + mine.len()) != Some(&mine[..]) {
                     return false;
                 }
             }
@@ -2773,10 +2779,14 @@ impl<'a> Enumerator<'a> {
         // holes were resolved already.) The order depends only on the
         // state, so pruning stays sound; it changes how many partial
         // programs are expanded, not the classes.
-        let Some(pos) = (0..s.holes.len())
-            .rev()
-            .min_by_key(|i| !self.route[s.holes[*i] as usize])
-        else {
+        let route = |i: &usize| self.route[s.holes[*i] as usize];
+        let Some(pos) = (if self.first_opened_first {
+            (0..s.holes.len())
+                .rev()
+                .min_by_key(|i| (!route(i), if route(i) { 0 } else { *i }))
+        } else {
+            (0..s.holes.len()).rev().min_by_key(|i| !route(i))
+        }) else {
             return e;
         };
         let h = s.holes.remove(pos);
@@ -3216,6 +3226,14 @@ impl<'a> Enumerator<'a> {
     /// are then rejected when complete) or back on.
     pub fn use_dead_fields(&mut self, on: bool) {
         self.use_dead_fields = on;
+    }
+
+    /// Resolve the holes that are not route holes in the order they were
+    /// opened instead of the last opened first (an ablation, used to test
+    /// that the hole order changes which partial programs are expanded, not
+    /// the classes), or back.
+    pub fn use_first_opened_first(&mut self, on: bool) {
+        self.first_opened_first = on;
     }
 
     /// Turn pruning by context inclusion ([`Enumerator::covers`]) off (an
