@@ -1230,6 +1230,21 @@ impl<'a> Enumerator<'a> {
         en
     }
 
+    /// Every field of the tuple-typed class `c`, as bits.
+    fn all_fields(&self, c: u32) -> u64 {
+        (1u64 << self.arity[c as usize].min(63)) - 1
+    }
+
+    /// The fields of its operand `k` that an e-node reading them as `how`
+    /// needs, when its own live fields are `here`.
+    fn fields_read(&self, how: FieldUse, here: u64, k: u32) -> u64 {
+        match how {
+            FieldUse::Get(i) => 1u64 << i.min(63),
+            FieldUse::Fieldwise => here,
+            FieldUse::Construct | FieldUse::All => self.all_fields(k),
+        }
+    }
+
     /// [`Enumerator::treaders`]: a fixed point over the e-graph (it may
     /// have cycles), merging fields per tuple class.
     fn tuple_readers(&self) -> Vec<Vec<(u32, u64)>> {
@@ -1251,14 +1266,12 @@ impl<'a> Enumerator<'a> {
         for (c, rc) in r.iter_mut().enumerate() {
             for (j, kids) in self.kids[c].iter().enumerate() {
                 for &k in kids {
-                    let a = self.arity[k as usize].min(63);
-                    if a == 0 {
+                    if self.arity[k as usize] == 0 {
                         continue;
                     }
-                    let bits = match self.fields[c][j] {
-                        FieldUse::Get(i) => 1u64 << i.min(63),
-                        _ => (1u64 << a) - 1,
-                    };
+                    // (What a reader's own liveness lets through is not
+                    // known here: every field.)
+                    let bits = self.fields_read(self.fields[c][j], self.all_fields(k), k);
                     add(rc, k, bits);
                 }
             }
@@ -1869,10 +1882,7 @@ impl<'a> Enumerator<'a> {
         if reach.iter().all(|c| self.arity[*c as usize] == 0) {
             return false;
         }
-        let all = |c: u32| -> u64 {
-            let a = self.arity[c as usize].min(63);
-            (1u64 << a) - 1
-        };
+        let all = |c: u32| self.all_fields(c);
         let key = |c: u32| sc.memo[c as usize];
         let mut live: FxHashMap<u32, u64> = FxHashMap::default();
         for r in &self.roots {
@@ -1893,11 +1903,7 @@ impl<'a> Enumerator<'a> {
                     if self.arity[*k as usize] == 0 {
                         continue;
                     }
-                    let add = match use_ {
-                        FieldUse::Get(i) => 1u64 << i.min(63),
-                        FieldUse::Fieldwise => here,
-                        FieldUse::Construct | FieldUse::All => all(*k),
-                    };
+                    let add = self.fields_read(use_, here, *k);
                     let e = live.entry(key(*k)).or_insert(0);
                     if *e | add != *e {
                         *e |= add;
@@ -1928,6 +1934,21 @@ impl<'a> Enumerator<'a> {
     /// its value, while its key may change) stays dead in every
     /// completion.
     fn dead_field_partial(&mut self, s: &State) -> bool {
+        let mut live = std::mem::take(&mut self.live);
+        let mut valall = std::mem::take(&mut self.valall);
+        let dead = self.dead_field_bound(s, &mut live, &mut valall);
+        self.live = live;
+        self.valall = valall;
+        dead
+    }
+
+    /// [`Enumerator::dead_field_partial`] with its buffers.
+    fn dead_field_bound(
+        &self,
+        s: &State,
+        live: &mut FxHashMap<u64, u64>,
+        valall: &mut FxHashMap<u32, u64>,
+    ) -> bool {
         let sc = &self.scratch;
         let final_key = |c: usize| sc.has(c) && sc.hreach(c).iter().all(|w| *w == 0);
         let construct = |c: u32| {
@@ -1938,10 +1959,7 @@ impl<'a> Enumerator<'a> {
         if !sc.tuples.iter().any(|c| construct(*c)) {
             return false;
         }
-        let all = |c: u32| -> u64 {
-            let a = self.arity[c as usize].min(63);
-            (1u64 << a) - 1
-        };
+        let all = |c: u32| self.all_fields(c);
         const VAL: u64 = 1 << 32;
         let val = |c: u32| VAL | u64::from(self.kvalue[c as usize]);
         let slot = |c: u32| -> u64 {
@@ -1952,8 +1970,6 @@ impl<'a> Enumerator<'a> {
                 val(c)
             }
         };
-        let mut live = std::mem::take(&mut self.live);
-        let mut valall = std::mem::take(&mut self.valall);
         live.clear();
         for r in &self.roots {
             *live.entry(slot(*r)).or_insert(0) |= all(*r);
@@ -1974,7 +1990,7 @@ impl<'a> Enumerator<'a> {
             valall.clear();
             for &c in &sc.tuples {
                 if self.arity[c as usize] > 0 {
-                    let here = get(&live, slot(c)) | get(&live, val(c));
+                    let here = get(live, slot(c)) | get(live, val(c));
                     *valall.entry(self.kvalue[c as usize]).or_insert(0) |= here;
                 }
             }
@@ -1984,19 +2000,15 @@ impl<'a> Enumerator<'a> {
                 let here = if self.arity[ci] == 0 {
                     0
                 } else if slot(c) & VAL == 0 {
-                    get(&live, slot(c)) | get(&live, val(c))
+                    get(live, slot(c)) | get(live, val(c))
                 } else {
-                    valall.get(&self.kvalue[ci]).copied().unwrap_or(0) | get(&live, val(c))
+                    valall.get(&self.kvalue[ci]).copied().unwrap_or(0) | get(live, val(c))
                 };
                 for &k in &self.kids[ci][j] {
                     if self.arity[k as usize] == 0 {
                         continue;
                     }
-                    let add = match self.fields[ci][j] {
-                        FieldUse::Get(i) => 1u64 << i.min(63),
-                        FieldUse::Fieldwise => here,
-                        FieldUse::Construct | FieldUse::All => all(k),
-                    };
+                    let add = self.fields_read(self.fields[ci][j], here, k);
                     let e = live.entry(slot(k)).or_insert(0);
                     if *e | add != *e {
                         *e |= add;
@@ -2006,19 +2018,16 @@ impl<'a> Enumerator<'a> {
             }
         }
         // (A tuple whose key may still change is bounded by its value.)
-        let dead = sc.tuples.iter().any(|&c| {
+        sc.tuples.iter().any(|&c| {
             construct(c) && {
                 let bound = if slot(c) & VAL == 0 {
-                    get(&live, slot(c))
+                    get(live, slot(c))
                 } else {
                     valall.get(&self.kvalue[c as usize]).copied().unwrap_or(0)
                 };
-                (bound | get(&live, val(c))) != all(c)
+                (bound | get(live, val(c))) != all(c)
             }
-        });
-        self.live = live;
-        self.valall = valall;
-        dead
+        })
     }
 
     /// The key of option `j` of class `c`, given each operand's key and,
