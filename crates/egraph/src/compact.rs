@@ -1788,6 +1788,16 @@ impl<'a> Enumerator<'a> {
             if b.choice[xi] != NONE || self.opaque[xi] || !seen.insert(x) {
                 continue;
             }
+            if self.scratch.has(xi) {
+                // A hole of `b` (and of `a`, which has the same canonical
+                // form): open in both, completed the same way.
+                match at(x) {
+                    Some(ia) if tag(a[ia]) == OPEN && self.agrees(b, xi, payload(a[ia])) => {
+                        continue
+                    }
+                    _ => return false,
+                }
+            }
             if d.mark.get(xi) != Some(&3) {
                 return false;
             }
@@ -2392,10 +2402,12 @@ impl<'a> Enumerator<'a> {
     /// (key, region inputs, need for work, reached holes and the
     /// organizations it fixes, of values that have several and none chosen
     /// yet). Checked option by option, over the options `early` tries that
-    /// the one-organization rule allows: each operand must be resolved (its
-    /// key is in the scratch buffers of the last
-    /// [`Enumerator::canon_parts`] of `s`) or open and determined itself,
-    /// and all options must agree. An option that leads back to a class
+    /// the one-organization rule allows: each operand must be resolved or a
+    /// hole of `s` (its key is in the scratch buffers of the last
+    /// [`Enumerator::canon_parts`] of `s`; a hole is keyed by itself, and
+    /// every completion resolves it one way whatever reads it) or open and
+    /// determined itself, and all options must agree. (An option of a hole
+    /// that reaches the hole itself is skipped: it closes a cycle.) An option that leads back to a class
     /// being checked is skipped (no acyclic completion realizes it while
     /// that class reaches it); a result that relied on skipping one for a
     /// class above is not kept (it holds only below that class). Options
@@ -2481,7 +2493,9 @@ impl<'a> Enumerator<'a> {
                     taint = taint.min(d.depth[xi]);
                     continue 'options;
                 }
-                let known = if s.choice[xi] == NONE {
+                // (A hole of `s` is keyed like a resolved class: every
+                // completion resolves it the same way whatever reads it.)
+                let known = if s.choice[xi] == NONE && !sc.has(xi) {
                     match self.determine_at(s, sc, d, x, depth + 1) {
                         Some(t) => {
                             taint = taint.min(t);
@@ -2499,9 +2513,10 @@ impl<'a> Enumerator<'a> {
             }
             // An operand's key and region inputs, need for work and holes:
             // a determined class's realization, or a resolved class's.
+            let open = |xi: usize| s.choice[xi] == NONE && !sc.has(xi);
             let kid = |x: u32| -> (u32, Option<&[u32]>) {
                 let xi = x as usize;
-                if s.choice[xi] == NONE {
+                if open(xi) {
                     let r = d.of(xi);
                     (r.key, r.region.as_deref())
                 } else {
@@ -2512,7 +2527,7 @@ impl<'a> Enumerator<'a> {
             let kids = &self.kids[ci][j];
             let w = self.needs_work(ci, j, |x| {
                 let xi = x as usize;
-                if s.choice[xi] == NONE {
+                if open(xi) {
                     d.of(xi).work
                 } else {
                     sc.work[xi]
@@ -2533,7 +2548,7 @@ impl<'a> Enumerator<'a> {
             reach.fill(0);
             for &x in kids {
                 let xi = x as usize;
-                let h = if s.choice[xi] == NONE {
+                let h = if open(xi) {
                     &d.of(xi).reach[..]
                 } else {
                     sc.hreach(xi)
@@ -2541,6 +2556,14 @@ impl<'a> Enumerator<'a> {
                 for (a, b) in reach.iter_mut().zip(h) {
                     *a |= *b;
                 }
+            }
+            // An option of a hole that reaches the hole itself closes a
+            // cycle: no completion chooses it.
+            if s.choice[ci] == NONE
+                && sc.has(ci)
+                && reach.iter().zip(sc.hreach(ci)).any(|(a, b)| a & b != 0)
+            {
+                continue;
             }
             // The organizations the option fixes (of values with several
             // whose organization is still open), its operands' included.
@@ -2552,7 +2575,7 @@ impl<'a> Enumerator<'a> {
             }
             for &x in kids {
                 let xi = x as usize;
-                if s.choice[xi] == NONE {
+                if open(xi) {
                     eff.extend_from_slice(&d.of(xi).effects);
                 }
             }
@@ -2619,9 +2642,10 @@ impl<'a> Enumerator<'a> {
     /// the scratch buffers hold `t`'s canonical form) and the determined
     /// classes their picked options reach, with the picked option of each:
     /// the first option that realizes it. A hole is resolved only when its
-    /// picks reach resolved classes and classes determined on their own (not
-    /// only below a class that was being visited), and they close no cycle:
-    /// all its picks are made, or none.
+    /// picks reach resolved classes, other holes (which stay holes) and
+    /// classes determined on their own (not only below a class that was
+    /// being visited), and they close no cycle: all its picks are made, or
+    /// none.
     ///
     /// No class is lost: given any completion of `t`, choose the picked
     /// option for every class of such a hole's picks instead. Each keeps its
@@ -2667,7 +2691,9 @@ impl<'a> Enumerator<'a> {
             let mut whole = true;
             while let Some(c) = stack.pop() {
                 let ci = c as usize;
-                if u.choice[ci] != NONE {
+                // (Another hole of `t` stays a hole: the picks read it as
+                // every completion does.)
+                if u.choice[ci] != NONE || (c != h && sc.has(ci)) {
                     continue;
                 }
                 if d.mark[ci] != 3 {
