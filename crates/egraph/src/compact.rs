@@ -2934,7 +2934,11 @@ impl<'a> Enumerator<'a> {
         }
     }
 
-    /// Enumerate candidates.
+    /// Enumerate candidates: depth first, but the subtrees of the first
+    /// real choice (the first partial program with several children) are
+    /// explored in turns, one expansion each, so that a limited enumeration
+    /// finds candidates of every top-level organization, not only of the
+    /// cheapest-looking one. The order changes nothing else.
     pub fn run(
         &mut self,
         mode: Mode,
@@ -2942,71 +2946,7 @@ impl<'a> Enumerator<'a> {
         time_limit: f64,
         max_states: usize,
     ) -> Enumeration {
-        let start = Instant::now();
-        let limit = Duration::from_secs_f64(time_limit);
-        let shared = Shared::new(max_candidates);
-        let mut n = Counts::default();
-        // Depth first, but the subtrees of the first real choice (the
-        // first partial program with several children) are explored in
-        // turns, one expansion each, so that a limited enumeration finds
-        // candidates of every top-level organization, not only of the
-        // cheapest-looking one. The order changes nothing else.
-        let mut stacks: Vec<Vec<State>> = Vec::new();
-        if let Some(first) = self.first(mode, &mut n) {
-            stacks.push(vec![first]);
-        }
-        let mut split = false;
-        let mut turn = 0usize;
-        let mut pops = 0usize;
-        let mut cut = false;
-        let mut stopped_by = None;
-        let mut shown = start;
-        loop {
-            stacks.retain(|st| !st.is_empty());
-            if stacks.is_empty() {
-                break;
-            }
-            let i = turn % stacks.len();
-            turn += 1;
-            let Some(s) = stacks[i].pop() else {
-                continue;
-            };
-            if s.holes.is_empty() {
-                // The first program is complete already.
-                if self.complete(&s, mode, &shared) {
-                    break;
-                }
-                continue;
-            }
-            if n.expanded >= max_states {
-                stacks[i].push(s);
-                stopped_by = Some("max-states");
-                break;
-            }
-            pops += 1;
-            if pops.is_multiple_of(256) {
-                if start.elapsed() > limit {
-                    stacks[i].push(s);
-                    stopped_by = Some("time-limit");
-                    break;
-                }
-                self.show_progress(&mut shown, start, time_limit, n.expanded, &shared);
-            }
-            let e = self.expand(mode, s, &shared, &mut n);
-            cut |= e.cut;
-            // Depth first, first e-node first.
-            if !split && e.next.len() > 1 {
-                split = true;
-                stacks.extend(e.next.into_iter().map(|t| vec![t]));
-            } else {
-                stacks[i].extend(e.next.into_iter().rev());
-            }
-            if e.stop {
-                break;
-            }
-        }
-        let left = cut || stacks.iter().any(|st| !st.is_empty());
-        shared.finish(n, stopped_by, left)
+        self.run_threads(mode, max_candidates, time_limit, max_states, 1)
     }
 
     /// [`Enumerator::run`] on `threads` threads that share the record of
@@ -3023,17 +2963,19 @@ impl<'a> Enumerator<'a> {
         max_states: usize,
         threads: usize,
     ) -> Enumeration {
-        if threads <= 1 {
-            return self.run(mode, max_candidates, time_limit, max_states);
-        }
+        let threads = threads.max(1);
         let start = Instant::now();
         let limit = Duration::from_secs_f64(time_limit);
         let shared = Shared::new(max_candidates);
         let mut n = Counts::default();
-        // Keys are numbered by one interner from now on.
-        let keys = Arc::new(Mutex::new(std::mem::take(&mut self.interner)));
-        self.interner = keys.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        self.shared_keys = Some(keys.clone());
+        // With several threads, keys are numbered by one interner from now
+        // on.
+        let keys = (threads > 1).then(|| {
+            let keys = Arc::new(Mutex::new(std::mem::take(&mut self.interner)));
+            self.interner = keys.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            self.shared_keys = Some(keys.clone());
+            keys
+        });
         let pool = Pool {
             work: Mutex::new((Vec::new(), 0)),
             idle: AtomicUsize::new(0),
@@ -3048,9 +2990,13 @@ impl<'a> Enumerator<'a> {
         let mut split: Vec<State> = Vec::new();
         let mut stop = false;
         let mut cut = false;
+        // (Partial programs expanded before the split: where the turns
+        // start.)
+        let mut turn = 0;
         if let Some(first) = self.first(mode, &mut n) {
             let mut s = first;
             loop {
+                turn += 1;
                 if s.holes.is_empty() {
                     stop = self.complete(&s, mode, &shared);
                     break;
@@ -3088,6 +3034,16 @@ impl<'a> Enumerator<'a> {
         for (i, t) in split.into_iter().enumerate() {
             initial[i % threads].push(vec![t]);
         }
+        let lim = (start, limit, time_limit, max_states);
+        let Some(keys) = keys else {
+            // One thread: this one.
+            let stacks = initial.pop().unwrap_or_default();
+            let c = self.worker(mode, (stacks, turn), &shared, &pool, 1, lim);
+            n.expanded = pool.expanded.load(Ordering::Relaxed);
+            n.pruned += c.pruned;
+            let stopped_by = *pool.stopped_by.lock().unwrap_or_else(|e| e.into_inner());
+            return shared.finish(n, stopped_by, pool.left.load(Ordering::Relaxed));
+        };
         let counts: Vec<Counts> = std::thread::scope(|scope| {
             let workers: Vec<_> = initial
                 .into_iter()
@@ -3098,8 +3054,7 @@ impl<'a> Enumerator<'a> {
                         en.progress = None;
                     }
                     let (shared, pool) = (&shared, &pool);
-                    let lim = (start, limit, time_limit, max_states);
-                    scope.spawn(move || en.worker(mode, stacks, shared, pool, threads, lim))
+                    scope.spawn(move || en.worker(mode, (stacks, 0), shared, pool, threads, lim))
                 })
                 .collect();
             workers
@@ -3117,13 +3072,13 @@ impl<'a> Enumerator<'a> {
     }
 
     /// One thread of [`Enumerator::run_threads`], starting from its
-    /// `stacks` (explored in turns, depth first each): its prunings. `lim`
-    /// is the start, the time limit (and in seconds) and the expansion
-    /// limit.
+    /// stacks (explored in turns from the given one, depth first each): its
+    /// prunings. `lim` is the start, the time limit (and in seconds) and
+    /// the expansion limit.
     fn worker(
         &mut self,
         mode: Mode,
-        mut stacks: Vec<Vec<State>>,
+        (mut stacks, mut turn): (Vec<Vec<State>>, usize),
         shared: &Shared,
         pool: &Pool,
         threads: usize,
@@ -3142,7 +3097,7 @@ impl<'a> Enumerator<'a> {
         }
         let _guard = StopOnPanic(pool);
         let mut n = Counts::default();
-        let (mut pops, mut turn, mut counted) = (0usize, 0usize, 0usize);
+        let (mut pops, mut counted) = (0usize, 0usize);
         let mut shown = start;
         let stop = |why: &'static str| {
             pool.stop.store(true, Ordering::Relaxed);
