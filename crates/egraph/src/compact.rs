@@ -1788,9 +1788,10 @@ impl<'a> Enumerator<'a> {
             if b.choice[xi] != NONE || self.opaque[xi] || !seen.insert(x) {
                 continue;
             }
-            if self.scratch.has(xi) {
-                // A hole of `b` (and of `a`, which has the same canonical
-                // form): open in both, completed the same way.
+            if x != c && self.scratch.has(xi) {
+                // A hole of `b` below `c` (and of `a`, which has the same
+                // canonical form): open in both, completed the same way.
+                // (`c` itself may be a hole too: its picks are walked.)
                 match at(x) {
                     Some(ia) if tag(a[ia]) == OPEN && self.agrees(b, xi, payload(a[ia])) => {
                         continue

@@ -23,8 +23,26 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// The seed of the first case; case `i` of a workload uses `SEED + i`
-/// (mixed with a hash of the workload's name).
+/// (mixed with a hash of the workload's name). `FUZZ_SEED` (hex) overrides
+/// it, and `FUZZ_MULT` multiplies the number of cases, for longer fuzzing
+/// by hand (`FUZZ_SEED=1234 FUZZ_MULT=4 cargo test --release -p
+/// efir-registry --test compact_fuzz`).
 const SEED: u64 = 0x5eed_c0ac;
+
+fn seed() -> u64 {
+    std::env::var("FUZZ_SEED")
+        .ok()
+        .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
+        .unwrap_or(SEED)
+}
+
+fn multiplier() -> usize {
+    std::env::var("FUZZ_MULT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|m| *m > 0)
+        .unwrap_or(1)
+}
 /// Expanded partial programs per run; cases that hit it are skipped.
 const MAX_STATES: usize = 100_000;
 /// Seconds per run (a safety net; `MAX_STATES` should stop runs first).
@@ -221,7 +239,7 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
     let mut seen: HashSet<Vec<usize>> = HashSet::new();
     let mut sum = Summary::default();
     for case in 0..cases {
-        let seed = SEED.wrapping_add(case as u64);
+        let seed = seed().wrapping_add(case as u64);
         let mut rng = Rng::new(
             seed ^ name
                 .bytes()
@@ -313,7 +331,7 @@ fn report(line: &str) {
 /// case compared, and that at least `compared` cases were compared (both
 /// runs finished with candidates), `several` of them with several classes.
 fn check(name: &str, cases: usize, deleted: (f64, f64), compared: usize, several: usize) {
-    let sum = fuzz(name, cases, deleted);
+    let sum = fuzz(name, cases * multiplier(), deleted);
     assert!(
         sum.disagreements.is_empty(),
         "early and after disagree on {} of {} compared sub-e-graphs:\n{}",
