@@ -3036,37 +3036,37 @@ impl<'a> Enumerator<'a> {
             initial[i % threads].push(vec![t]);
         }
         let lim = (start, limit, time_limit, max_states);
-        let Some(keys) = keys else {
+        let counts: Vec<Counts> = if keys.is_none() {
             // One thread: this one.
             let stacks = initial.pop().unwrap_or_default();
-            let c = self.worker(mode, (stacks, turn), &shared, &pool, 1, lim);
-            n.expanded = pool.expanded.load(Ordering::Relaxed);
-            n.pruned += c.pruned;
-            let stopped_by = *pool.stopped_by.lock().unwrap_or_else(|e| e.into_inner());
-            return shared.finish(n, stopped_by, pool.left.load(Ordering::Relaxed));
+            vec![self.worker(mode, (stacks, turn), &shared, &pool, 1, lim)]
+        } else {
+            std::thread::scope(|scope| {
+                let workers: Vec<_> = initial
+                    .into_iter()
+                    .enumerate()
+                    .map(|(w, stacks)| {
+                        let mut en = self.clone();
+                        if w > 0 {
+                            en.progress = None;
+                        }
+                        let (shared, pool) = (&shared, &pool);
+                        scope
+                            .spawn(move || en.worker(mode, (stacks, 0), shared, pool, threads, lim))
+                    })
+                    .collect();
+                workers
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                    .collect()
+            })
         };
-        let counts: Vec<Counts> = std::thread::scope(|scope| {
-            let workers: Vec<_> = initial
-                .into_iter()
-                .enumerate()
-                .map(|(w, stacks)| {
-                    let mut en = self.clone();
-                    if w > 0 {
-                        en.progress = None;
-                    }
-                    let (shared, pool) = (&shared, &pool);
-                    scope.spawn(move || en.worker(mode, (stacks, 0), shared, pool, threads, lim))
-                })
-                .collect();
-            workers
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                .collect()
-        });
         n.expanded = pool.expanded.load(Ordering::Relaxed);
         n.pruned += counts.iter().map(|c| c.pruned).sum::<usize>();
-        self.shared_keys = None;
-        self.interner = std::mem::take(&mut *keys.lock().unwrap_or_else(|e| e.into_inner()));
+        if let Some(keys) = keys {
+            self.shared_keys = None;
+            self.interner = std::mem::take(&mut *keys.lock().unwrap_or_else(|e| e.into_inner()));
+        }
         let stopped_by = *pool.stopped_by.lock().unwrap_or_else(|e| e.into_inner());
         let left = pool.left.load(Ordering::Relaxed) || !pool.lock().0.is_empty();
         shared.finish(n, stopped_by, left)
