@@ -4,7 +4,11 @@
 //! whether the enumeration finished, and time; with `--json FILE` also
 //! write them. `--small` uses `examples/small/` instead of the B=16 files;
 //! `--threads N` runs each enumeration on N threads sharing one record;
-//! `--only W` runs one workload; `--modes early,after` picks the modes.
+//! `--only W` runs one workload; `--modes early,after` picks the modes
+//! (`--modes ''` none); `--count-after` also counts the whole search tree of
+//! `after` without running it (`Enumerator::after_tree`: what
+//! `expanded_states` of a run of `after` to the end would be), keeping at
+//! most `--max-subtrees N` subtrees (default 50,000,000).
 //! Run: `cargo run --release -p efir-bench --bin compaction [-- --time-limit S --json out.json]`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -53,6 +57,10 @@ fn main() {
         .map(|t| t.parse().expect("--threads takes a number"))
         .unwrap_or(1);
     let modes = get("--modes").unwrap_or_else(|| "none,after,early".into());
+    let count_after = args.iter().any(|a| a == "--count-after");
+    let max_subtrees: usize = get("--max-subtrees")
+        .map(|t| t.parse().expect("--max-subtrees takes a number"))
+        .unwrap_or(50_000_000);
     for w in WORKLOADS
         .iter()
         .filter(|w| only.as_deref().is_none_or(|o| o == **w))
@@ -96,6 +104,34 @@ fn main() {
                 "candidates": res.candidates.len(), "classes": res.classes,
                 "complete": res.complete, "time_s": secs, "threads": threads,
             }));
+        }
+        if count_after {
+            // The whole tree of `after` (and `none`), counted: what
+            // `expanded_states` would be if it ran to the end.
+            let t = std::time::Instant::now();
+            let mut en = Enumerator::new(&g);
+            if std::env::var_os("EFIR_PROGRESS").is_some() {
+                en.progress = Some(w.to_string());
+            }
+            let c = en.after_tree(max_subtrees);
+            let secs = t.elapsed().as_secs_f64();
+            match c {
+                Some(c) => {
+                    println!(
+                        "{:<16} {:<6} {:>10} {:>10} {:>10} {:>8} {:>6} {:>8.2}   (counted: whole tree, {} subtrees)",
+                        w, "after*", c.expanded, c.complete, "-", "-", "-", secs, c.subtrees
+                    );
+                    rows.push(json!({
+                        "workload": w, "mode": "after-counted",
+                        "expanded_states": c.expanded.to_string(),
+                        "complete_programs_in_or_out_of_space": c.complete.to_string(),
+                        "subtrees": c.subtrees, "time_s": secs,
+                    }));
+                }
+                None => println!(
+                    "{w:<16} after* more than {max_subtrees} subtrees, not counted ({secs:.1} s)"
+                ),
+            }
         }
     }
     if let Some(path) = get("--json") {

@@ -254,6 +254,37 @@ fn fixed_classes_lose_no_class() {
 }
 
 #[test]
+fn after_tree_counts_what_after_expands() {
+    // The count of `after`'s search tree (memoized on what a subtree
+    // depends on) equals the partial programs a run of `after` to the end
+    // expands, on every small workload where it ends within the limits.
+    // (`after` runs to the end on gated_mlp and ngpt, 24 and 1 million
+    // expansions; on lora and layernorm_gemm it is stopped after 2,000,000:
+    // their whole trees have about 12 billion.)
+    let mut compared = 0;
+    for name in ["gated_mlp", "lora", "layernorm_gemm", "ngpt"] {
+        let g = small_saturated_text(name);
+        let mut en = Enumerator::new(&g);
+        let limit = if name == "gated_mlp" || name == "ngpt" {
+            30_000_000
+        } else {
+            2_000_000
+        };
+        let run = en.run(Mode::After, usize::MAX, 120.0, limit);
+        let count = en.after_tree(2_000_000).unwrap();
+        if run.complete {
+            assert_eq!(count.expanded, run.expanded_states as u128, "{name}");
+            assert!(count.complete >= run.complete_programs as u128, "{name}");
+            compared += 1;
+        } else {
+            // Stopped by a limit: the whole tree is larger.
+            assert!(count.expanded > run.expanded_states as u128, "{name}");
+        }
+    }
+    assert_eq!(compared, 2);
+}
+
+#[test]
 fn modes_agree_on_gated_mlp() {
     // A stored matmul is a load for its readers however it is stored (a
     // whole matmul, or tiles combined into a buffer), and the fields of a

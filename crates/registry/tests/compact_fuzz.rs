@@ -271,6 +271,18 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
             sum.limited += 1;
             continue;
         }
+        // The tree of `after`, counted without running it, is the one it
+        // expanded.
+        let counted = en.after_tree(10_000_000).map(|c| c.expanded);
+        if counted != Some(after.expanded_states as u128) {
+            let path = std::env::temp_dir().join(format!("compact-fuzz-{name}-{seed:x}.efir"));
+            let _ = std::fs::write(&path, &text);
+            sum.disagreements.push(format!(
+                "{name}, seed {seed:#x} (case {case}): after expanded {} partial programs,                  the count of its tree says {counted:?}; the sub-e-graph is in {}",
+                after.expanded_states,
+                path.display()
+            ));
+        }
         // (Every other case on two threads sharing one record.)
         let threads = 1 + case % 2;
         let early = en.run_threads(Mode::Early, usize::MAX, TIME_LIMIT, MAX_STATES, threads);
