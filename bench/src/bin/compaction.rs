@@ -8,7 +8,8 @@
 //! (`--modes ''` none); `--count-after` also counts the whole search tree of
 //! `after` without running it (`Enumerator::after_tree`: what
 //! `expanded_states` of a run of `after` to the end would be), keeping at
-//! most `--max-subtrees N` subtrees (default 50,000,000).
+//! most `--max-subtrees N` subtrees (default 50,000,000) and stopping after
+//! `--count-limit S` seconds (default 600) with lower bounds.
 //! Run: `cargo run --release -p efir-bench --bin compaction [-- --time-limit S --json out.json]`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -61,6 +62,9 @@ fn main() {
     let max_subtrees: usize = get("--max-subtrees")
         .map(|t| t.parse().expect("--max-subtrees takes a number"))
         .unwrap_or(50_000_000);
+    let count_limit: f64 = get("--count-limit")
+        .map(|t| t.parse().expect("--count-limit takes seconds"))
+        .unwrap_or(600.0);
     for w in WORKLOADS
         .iter()
         .filter(|w| only.as_deref().is_none_or(|o| o == **w))
@@ -76,6 +80,8 @@ fn main() {
         assert!(d.is_empty(), "{d:?}");
         let f = m.funcs.iter().find(|f| f.name == *w).expect("function");
         let g = efir_egraph::saturate::graph_of(f, &m).expect("e-graph");
+        // `early`'s expansions where it finished.
+        let mut early_done: Option<usize> = None;
         for (name, mode) in [
             ("none", Mode::None),
             ("after", Mode::After),
@@ -87,6 +93,9 @@ fn main() {
             let t = std::time::Instant::now();
             let res = Enumerator::new(&g).run_threads(mode, usize::MAX, limit, usize::MAX, threads);
             let secs = t.elapsed().as_secs_f64();
+            if mode == Mode::Early && res.complete {
+                early_done = Some(res.expanded_states);
+            }
             println!(
                 "{:<16} {:<6} {:>10} {:>10} {:>10} {:>8} {:>6} {:>8.2}",
                 w,
@@ -113,25 +122,29 @@ fn main() {
             if std::env::var_os("EFIR_PROGRESS").is_some() {
                 en.progress = Some(w.to_string());
             }
-            let c = en.after_tree(max_subtrees);
+            let c = en.after_tree(max_subtrees, count_limit);
             let secs = t.elapsed().as_secs_f64();
-            match c {
-                Some(c) => {
-                    println!(
-                        "{:<16} {:<6} {:>10} {:>10} {:>10} {:>8} {:>6} {:>8.2}   (counted: whole tree, {} subtrees)",
-                        w, "after*", c.expanded, c.complete, "-", "-", "-", secs, c.subtrees
-                    );
-                    rows.push(json!({
-                        "workload": w, "mode": "after-counted",
-                        "expanded_states": c.expanded.to_string(),
-                        "complete_programs_in_or_out_of_space": c.complete.to_string(),
-                        "subtrees": c.subtrees, "time_s": secs,
-                    }));
-                }
-                None => println!(
-                    "{w:<16} after* more than {max_subtrees} subtrees, not counted ({secs:.1} s)"
-                ),
+            let what = if c.whole {
+                "whole tree"
+            } else {
+                "stopped: at least"
+            };
+            println!(
+                "{:<16} {:<6} {:>10} {:>10} {:>10} {:>8} {:>6} {:>8.2}   (counted: {what}, {} subtrees)",
+                w, "after*", c.expanded, c.complete, "-", "-", "-", secs, c.subtrees
+            );
+            let ratio = early_done.map(|e| c.expanded as f64 / e.max(1) as f64);
+            if let Some(r) = ratio {
+                let at_least = if c.whole { "" } else { "at least " };
+                println!("{w:<16} after ({what}) / early (finished): {at_least}{r:.0}x");
             }
+            rows.push(json!({
+                "workload": w, "mode": "after-counted",
+                "expanded_states": c.expanded.to_string(),
+                "complete_programs_in_or_out_of_space": c.complete.to_string(),
+                "subtrees": c.subtrees, "time_s": secs, "whole_tree": c.whole,
+                "after_over_early": ratio,
+            }));
         }
     }
     if let Some(path) = get("--json") {

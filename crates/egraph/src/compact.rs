@@ -3252,6 +3252,10 @@ pub struct TreeCount {
     pub complete: u128,
     /// Distinct subtrees counted (the size of the memo).
     pub subtrees: usize,
+    /// Whether the whole tree was counted; otherwise a limit stopped the
+    /// count and the figures are lower bounds (the subtrees counted so
+    /// far).
+    pub whole: bool,
 }
 
 /// A 128-bit hash of a sequence of words for [`Enumerator::after_tree`]'s
@@ -3340,23 +3344,27 @@ impl Enumerator<'_> {
     /// `after_tree_counts_what_after_expands` compares the count with runs
     /// of `after` that finish.
     ///
-    /// `None` when more than `max_subtrees` distinct subtrees would be
-    /// kept.
-    pub fn after_tree(&mut self, max_subtrees: usize) -> Option<TreeCount> {
+    /// Past `max_subtrees` distinct subtrees kept or `time_limit` seconds,
+    /// it stops and returns what it counted so far (`whole` false: lower
+    /// bounds).
+    pub fn after_tree(&mut self, max_subtrees: usize, time_limit: f64) -> TreeCount {
+        let limit = Duration::from_secs_f64(time_limit);
         let mut n = Counts::default();
         let Some(first) = self.first(Mode::After, &mut n) else {
-            return Some(TreeCount {
+            return TreeCount {
                 expanded: n.expanded as u128,
                 complete: 0,
                 subtrees: 0,
-            });
+                whole: true,
+            };
         };
         if first.holes.is_empty() {
-            return Some(TreeCount {
+            return TreeCount {
                 expanded: n.expanded as u128,
                 complete: 1,
                 subtrees: 0,
-            });
+                whole: true,
+            };
         }
         let mut memo: FxHashMap<u128, (u128, u128)> = FxHashMap::default();
         let mut sc = TreeScratch::default();
@@ -3366,11 +3374,12 @@ impl Enumerator<'_> {
         match self.tree_frame(first, &memo, &mut sc) {
             Ok(f) => stack.push(f),
             Err((e, c)) => {
-                return Some(TreeCount {
+                return TreeCount {
                     expanded: n.expanded as u128 + e,
                     complete: c,
                     subtrees: 0,
-                })
+                    whole: true,
+                }
             }
         }
         loop {
@@ -3391,19 +3400,31 @@ impl Enumerator<'_> {
             // (Small subtrees are cheaper to count again than to keep.)
             if f.expanded >= TREE_MEMO_MIN {
                 memo.insert(f.key, (f.expanded, f.complete));
-                if memo.len() > max_subtrees {
-                    return None;
-                }
+            }
+            if memo.len() > max_subtrees || start.elapsed() > limit {
+                // What was counted so far: the subtrees finished below the
+                // partial programs still open.
+                let (e, c) = stack.iter().fold((f.expanded, f.complete), |(e, c), t| {
+                    (e + t.expanded, c + t.complete)
+                });
+                return TreeCount {
+                    expanded: n.expanded as u128 + e,
+                    complete: c,
+                    subtrees: memo.len(),
+                    whole: false,
+                };
             }
             if let Some(name) = &self.progress {
                 if shown.elapsed() >= Duration::from_secs(1) {
                     shown = Instant::now();
                     #[allow(clippy::print_stderr)]
                     {
+                        let so_far: u128 = stack.iter().map(|t| t.expanded).sum();
                         eprintln!(
-                            "compact: @{name}: counting the tree of `after`: {} subtrees, {} deep, {:.1} s",
+                            "compact: @{name}: counting the tree of `after`: {} subtrees, {} deep, at least {} expansions, {:.1} s",
                             memo.len(),
                             stack.len(),
+                            so_far + f.expanded,
                             start.elapsed().as_secs_f64()
                         );
                     }
@@ -3415,11 +3436,12 @@ impl Enumerator<'_> {
                     p.complete += f.complete;
                 }
                 None => {
-                    return Some(TreeCount {
+                    return TreeCount {
                         expanded: n.expanded as u128 + f.expanded,
                         complete: f.complete,
                         subtrees: memo.len(),
-                    })
+                        whole: true,
+                    }
                 }
             }
         }

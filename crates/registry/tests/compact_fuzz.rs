@@ -273,7 +273,8 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
         }
         // The tree of `after`, counted without running it, is the one it
         // expanded.
-        let counted = en.after_tree(10_000_000).map(|c| c.expanded);
+        let c = en.after_tree(10_000_000, 600.0);
+        let counted = c.whole.then_some(c.expanded);
         if counted != Some(after.expanded_states as u128) {
             let path = std::env::temp_dir().join(format!("compact-fuzz-{name}-{seed:x}.efir"));
             let _ = std::fs::write(&path, &text);
