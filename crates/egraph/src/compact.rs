@@ -2444,7 +2444,7 @@ impl<'a> Enumerator<'a> {
         // Two options whose keys start with different labels never agree
         // (a shortcut: it misses a class that only skipping an option on a
         // cycle would make determined).
-        let mut head: Option<(u32, Option<u32>)> = None;
+        let mut head: Option<u32> = None;
         for j in self.choices(Mode::Early, c) {
             let l = match self.kind[ci][j] {
                 Kind::Pointwise(l) | Kind::Op(l) | Kind::Materialize(l) => l,
@@ -2453,7 +2453,10 @@ impl<'a> Enumerator<'a> {
             if !self.allowed(s, c, j) {
                 continue;
             }
-            let h = (l, self.stores[ci][j]);
+            // (A matmul or reduction its kernel stores is keyed as a
+            // materialization, like the op in tiles combined into a
+            // buffer: its key starts with the materialization's label.)
+            let h = self.stores[ci][j].unwrap_or(l);
             match head {
                 None => head = Some(h),
                 Some(h0) if h0 == h => {}
