@@ -2332,21 +2332,38 @@ impl<'a> Enumerator<'a> {
     /// Whether choosing e-node `j` for class `c` closes a cycle through the
     /// chosen e-nodes.
     fn cycles(&self, s: &State, c: u32, j: usize) -> bool {
-        let mut stack: Vec<u32> = self.kids[c as usize][j].clone();
-        let mut seen = HashSet::new();
-        while let Some(x) = stack.pop() {
-            if x == c {
-                return true;
-            }
-            if !seen.insert(x) {
-                continue;
-            }
-            let jx = s.choice[x as usize];
-            if jx != NONE {
-                stack.extend(self.kids[x as usize][jx as usize].iter().copied());
-            }
+        // (Per-thread buffers: a class is seen when its stamp is the
+        // call's.)
+        thread_local! {
+            static WALK: std::cell::RefCell<(Vec<u32>, u32, Vec<u32>)> =
+                const { std::cell::RefCell::new((Vec::new(), 0, Vec::new())) };
         }
-        false
+        WALK.with(|w| {
+            let (seen, now, stack) = &mut *w.borrow_mut();
+            let n = self.ids.len();
+            if seen.len() != n || *now == u32::MAX {
+                *seen = vec![0; n];
+                *now = 0;
+            }
+            *now += 1;
+            stack.clear();
+            stack.extend_from_slice(&self.kids[c as usize][j]);
+            while let Some(x) = stack.pop() {
+                if x == c {
+                    return true;
+                }
+                let xi = x as usize;
+                if seen[xi] == *now {
+                    continue;
+                }
+                seen[xi] = *now;
+                let jx = s.choice[xi];
+                if jx != NONE {
+                    stack.extend_from_slice(&self.kids[xi][jx as usize]);
+                }
+            }
+            false
+        })
     }
 
     /// Whether class `c` may choose its option `j` in `s`: the choice
@@ -2804,6 +2821,19 @@ impl<'a> Enumerator<'a> {
         Verdict::New
     }
 
+    /// Where in `s.holes` the hole [`Enumerator::expand`] resolves next is
+    /// (see there; `None` when there are no holes).
+    fn next_hole(&self, s: &State) -> Option<usize> {
+        let route = |i: &usize| self.route[s.holes[*i] as usize];
+        if self.first_opened_first {
+            (0..s.holes.len())
+                .rev()
+                .min_by_key(|i| (!route(i), if route(i) { 0 } else { *i }))
+        } else {
+            (0..s.holes.len()).rev().min_by_key(|i| !route(i))
+        }
+    }
+
     /// Expand the partial program `s`: resolve one hole every way the
     /// rules allow, and return the children to explore (complete ones are
     /// recorded, pruned ones dropped).
@@ -2818,14 +2848,7 @@ impl<'a> Enumerator<'a> {
         // holes were resolved already.) The order depends only on the
         // state, so pruning stays sound; it changes how many partial
         // programs are expanded, not the classes.
-        let route = |i: &usize| self.route[s.holes[*i] as usize];
-        let Some(pos) = (if self.first_opened_first {
-            (0..s.holes.len())
-                .rev()
-                .min_by_key(|i| (!route(i), if route(i) { 0 } else { *i }))
-        } else {
-            (0..s.holes.len()).rev().min_by_key(|i| !route(i))
-        }) else {
+        let Some(pos) = self.next_hole(&s) else {
             return e;
         };
         let h = s.holes.remove(pos);
@@ -3324,10 +3347,6 @@ struct TreeScratch {
     entries: Vec<u64>,
     /// A class's reached holes while they are collected.
     acc: Vec<u64>,
-    /// For [`Enumerator::tree_cycles`].
-    seen: Vec<u32>,
-    seen_now: u32,
-    walk: Vec<u32>,
 }
 
 impl Enumerator<'_> {
@@ -3464,8 +3483,7 @@ impl Enumerator<'_> {
         if let Some(&v) = memo.get(&key) {
             return Err(v);
         }
-        let route = |i: &usize| self.route[s.holes[*i] as usize];
-        let Some(pos) = (0..s.holes.len()).rev().min_by_key(|i| !route(i)) else {
+        let Some(pos) = self.next_hole(&s) else {
             unreachable!("a frame has holes")
         };
         let h = s.holes.remove(pos);
@@ -3476,7 +3494,7 @@ impl Enumerator<'_> {
             kids: Vec::new(),
         };
         for j in self.choices(Mode::After, h) {
-            if !self.allowed(&s, h, j) || self.tree_cycles(&s, h, j, sc) {
+            if !self.admissible(&s, h, j) {
                 continue;
             }
             let mut t = s.clone();
@@ -3531,11 +3549,8 @@ impl Enumerator<'_> {
                 self.tree_reach(s, c, sc);
                 let w = sc.words;
                 sc.entries.push(u64::from(c) << 1 | 1);
-                let (a, b) = (ci * w, (ci + 1) * w);
-                for k in a..b {
-                    let x = sc.reach[k];
-                    sc.entries.push(x);
-                }
+                sc.entries
+                    .extend_from_slice(&sc.reach[ci * w..(ci + 1) * w]);
                 continue;
             }
             let v = self.value[ci] as usize;
@@ -3567,34 +3582,6 @@ impl Enumerator<'_> {
             h.word(x);
         }
         h.finish()
-    }
-
-    /// [`Enumerator::cycles`] with `sc`'s buffers.
-    fn tree_cycles(&self, s: &State, c: u32, j: usize, sc: &mut TreeScratch) -> bool {
-        let n = self.ids.len();
-        if sc.seen.len() != n || sc.seen_now == u32::MAX {
-            sc.seen = vec![0; n];
-            sc.seen_now = 0;
-        }
-        sc.seen_now += 1;
-        let now = sc.seen_now;
-        sc.walk.clear();
-        sc.walk.extend_from_slice(&self.kids[c as usize][j]);
-        while let Some(x) = sc.walk.pop() {
-            if x == c {
-                return true;
-            }
-            let xi = x as usize;
-            if sc.seen[xi] == now {
-                continue;
-            }
-            sc.seen[xi] = now;
-            let jx = s.choice[xi];
-            if jx != NONE {
-                sc.walk.extend_from_slice(&self.kids[xi][jx as usize]);
-            }
-        }
-        false
     }
 
     /// The holes the resolved class `c` reaches through chosen e-nodes,
