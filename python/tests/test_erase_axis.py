@@ -1,0 +1,51 @@
+"""bench/erase_axis.py: the sub-e-graph without a parallel axis."""
+
+import importlib.util
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("erase_axis", ROOT / "bench" / "erase_axis.py")
+erase_axis = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(erase_axis)
+
+# Class 2 holds the result two ways: a whole matmul, and tiles over @n8
+# combined; class 3 only reads the tiles (so it goes with them), class 4 is
+# partial over @k8 (partial axes are not erased).
+EGRAPH = """func @f(%a: tensor<4x8xf16>, %b: tensor<8x8xf16>) -> tensor<4x8xf16> {
+  %n0 = egraph.node<0, "arg", []> {param = 0} : tensor<4x8xf16>
+  %n1 = egraph.node<1, "arg", []> {param = 1} : tensor<8x8xf16>
+  %n2 = egraph.node<2, "tensor.matmul", [0, 1]> : tensor<4x8xf16>
+  %n3 = egraph.node<2, "par.combine", [3]> {dim = 1, axis = @n8} : tensor<4x8xf16>
+  %n4 = egraph.node<3, "tile.matmul", [0, 5]> : tensor<4x8xf16, @n8: part(1)>
+  %n5 = egraph.node<5, "par.partition", [1]> {dim = 1, axis = @n8} : tensor<8x8xf16, @n8: part(1)>
+  %n6 = egraph.node<6, "ew.cast", [4]> : tensor<4x8xf32>
+  %n7 = egraph.node<4, "tile.matmul", [0, 1]> : tensor<4x8xf16, @k8: partial(#red.sum)>
+  %r0 = egraph.root<2> : tensor<4x8xf16>
+  return %r0 : tensor<4x8xf16>
+}"""
+
+
+def test_drops_the_axis_and_what_reads_only_it():
+    lines = EGRAPH.split("\n")
+    kept, before, after = erase_axis.erase(lines, ["n8"])
+    text = "\n".join(kept)
+    assert before == (8, 7)
+    assert after == (5, 5)
+    assert "@n8" not in text
+    assert '"tensor.matmul"' in text and "egraph.root<2>" in text
+    # Partial axes stay.
+    assert "@k8: partial" in text
+
+
+def test_other_axes_keep_everything():
+    lines = EGRAPH.split("\n")
+    kept, before, after = erase_axis.erase(lines, ["m4"])
+    assert kept == lines and before == after
+
+
+def test_a_root_left_empty_is_an_error():
+    lines = EGRAPH.replace('%n2 = egraph.node<2, "tensor.matmul", [0, 1]> : tensor<4x8xf16>\n', "").split("\n")
+    with pytest.raises(SystemExit, match="root"):
+        erase_axis.erase(lines, ["n8"])
