@@ -9,8 +9,15 @@ candidates of the sub-e-graph are candidates of the whole one, so where
 are all reachable without those axes, and the search spends the difference
 in time on partial programs that find nothing new.
 
+With `--no-recompute` instead of axes, it keeps, in every class whose
+state replicates an axis and has another axis, only the `par.replicate`
+e-nodes: such a value is computed once under the other axes and replicated,
+never computed again in each tile of the replicated axis (docs/passes.md,
+"Where that time goes": this loses classes, so it is no pruning rule).
+
 Usage:
     python3 bench/erase_axis.py IN.efir OUT.efir AXIS [AXIS ...]
+    python3 bench/erase_axis.py IN.efir OUT.efir --no-recompute
     (AXIS as in the types, without `@`: n4096)
 
 Prints the e-nodes and e-classes before and after on stderr. Fails when a
@@ -20,25 +27,48 @@ root's class is left without e-nodes.
 import re
 import sys
 
-NODE = re.compile(r'^\s*%n\d+ = egraph\.node<(\d+), "[^"]+", \[([0-9, ]*)\]>')
+NODE = re.compile(r'^\s*%n\d+ = egraph\.node<(\d+), "([^"]+)", \[([0-9, ]*)\]>')
+STATE = re.compile(r"@(\w+): (part|repl|partial)")
 ROOT = re.compile(r"^\s*%r\d+ = egraph\.root<(\d+)>")
 
 
 def erase(lines, axes):
     """The lines to keep, and (nodes, classes) before and after."""
+    marks = [re.compile(rf"@{re.escape(a)}: (part|repl)") for a in axes]
+    return keep(lines, lambda op, ty: not any(p.search(ty) for p in marks))
+
+
+def no_recompute(lines):
+    """`erase` for `--no-recompute`: in a class whose state replicates an
+    axis and has another one, only `par.replicate` e-nodes stay."""
+
+    def kept(op, ty):
+        st = STATE.findall(ty)
+        repl = any(s == "repl" for _, s in st)
+        return op == "par.replicate" or not (repl and len(st) >= 2)
+
+    return keep(lines, kept)
+
+
+def keep(lines, kept):
+    """The lines left when the e-nodes `kept(op, type)` rejects are dropped,
+    then every e-node that reads a class left without e-nodes, until none
+    does; and (nodes, classes) before and after."""
     nodes = []  # (line, class, operand classes, type)
     roots = []
+    alive = set()
     for i, line in enumerate(lines):
         m = NODE.match(line)
         if m:
-            kids = [int(x) for x in m.group(2).replace(" ", "").split(",") if x]
-            nodes.append((i, int(m.group(1)), kids, line.split(" : ", 1)[1]))
+            kids = [int(x) for x in m.group(3).replace(" ", "").split(",") if x]
+            ty = line.split(" : ", 1)[1]
+            nodes.append((i, int(m.group(1)), kids, ty))
+            if kept(m.group(2), ty):
+                alive.add(i)
             continue
         m = ROOT.match(line)
         if m:
             roots.append(int(m.group(1)))
-    marks = [re.compile(rf"@{re.escape(a)}: (part|repl)") for a in axes]
-    alive = {i for (i, _, _, ty) in nodes if not any(p.search(ty) for p in marks)}
     while True:
         classes = {c for (i, c, _, _) in nodes if i in alive}
         drop = {i for (i, _, kids, _) in nodes if i in alive and any(k not in classes for k in kids)}
@@ -59,7 +89,10 @@ def main():
         raise SystemExit(__doc__)
     src, out, axes = sys.argv[1], sys.argv[2], sys.argv[3:]
     lines = open(src).read().split("\n")
-    kept, (n0, c0), (n1, c1) = erase(lines, axes)
+    if axes == ["--no-recompute"]:
+        kept, (n0, c0), (n1, c1) = no_recompute(lines)
+    else:
+        kept, (n0, c0), (n1, c1) = erase(lines, axes)
     with open(out, "w") as f:
         f.write("\n".join(kept))
     print(f"{n0} -> {n1} e-nodes, {c0} -> {c1} e-classes", file=sys.stderr)

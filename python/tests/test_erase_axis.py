@@ -49,3 +49,36 @@ def test_a_root_left_empty_is_an_error():
     lines = EGRAPH.replace('%n2 = egraph.node<2, "tensor.matmul", [0, 1]> : tensor<4x8xf16>\n', "").split("\n")
     with pytest.raises(SystemExit, match="root"):
         erase_axis.erase(lines, ["n8"])
+
+
+# Class 3 is `exp(a)` tiled over @m4 and replicated over @n8: computed again
+# in each @n8 tile (`ew.exp` of class 4) or computed once and replicated
+# (class 2). Class 5 replicates over @n8 only, with nothing else to keep.
+RECOMPUTE = """func @g(%a: tensor<4x8xf16>) -> tensor<4x8xf16> {
+  %n0 = egraph.node<0, "arg", []> {param = 0} : tensor<4x8xf16>
+  %n1 = egraph.node<1, "par.partition", [0]> {dim = 0, axis = @m4} : tensor<4x8xf16, @m4: part(0)>
+  %n2 = egraph.node<2, "ew.exp", [1]> : tensor<4x8xf16, @m4: part(0)>
+  %n3 = egraph.node<3, "par.replicate", [2]> {axis = @n8} : tensor<4x8xf16, @m4: part(0), @n8: repl>
+  %n4 = egraph.node<3, "ew.exp", [4]> : tensor<4x8xf16, @m4: part(0), @n8: repl>
+  %n5 = egraph.node<4, "par.replicate", [1]> {axis = @n8} : tensor<4x8xf16, @m4: part(0), @n8: repl>
+  %n6 = egraph.node<5, "ew.exp", [6]> : tensor<4x8xf16, @n8: repl>
+  %n7 = egraph.node<6, "par.replicate", [0]> {axis = @n8} : tensor<4x8xf16, @n8: repl>
+  %n8 = egraph.node<7, "par.combine", [2]> {dim = 0, axis = @m4} : tensor<4x8xf16>
+  %r0 = egraph.root<7> : tensor<4x8xf16>
+  return %r0 : tensor<4x8xf16>
+}"""
+
+
+def test_no_recompute_keeps_only_replicates_of_values_under_other_axes():
+    lines = RECOMPUTE.split("\n")
+    kept, before, after = erase_axis.no_recompute(lines)
+    text = "\n".join(kept)
+    assert before == (9, 8)
+    assert after == (8, 8)
+    # The `ew.exp` computed again in each @n8 tile is gone, its replicated
+    # form stays; `par.replicate` of the argument stays too.
+    assert '%n4 = egraph.node<3, "ew.exp"' not in text
+    assert '%n3 = egraph.node<3, "par.replicate"' in text
+    assert '%n5 = egraph.node<4, "par.replicate"' in text
+    # Replicated over one axis only: kept as it is.
+    assert '%n6 = egraph.node<5, "ew.exp"' in text
