@@ -3626,6 +3626,100 @@ impl Enumerator<'_> {
 }
 
 /// A type's tensors without their parallel state, as text.
+/// The text of candidate `i` of `g`: the function `@<name>.c<i>` with the
+/// e-nodes `chosen`, and its attributes.
+fn candidate_text(g: &Graph, chosen: &HashMap<Id, SymbolLang>, i: usize) -> Result<String, String> {
+    let body = to_func_text(g, &|c| chosen[&g.egraph.find(c)].clone())?;
+    let (kernels, bytes) = summary(&g.egraph, chosen, &g.roots);
+    let name = format!("{}.c{i}", g.name);
+    let body = body.replacen(&format!("func @{}(", g.name), &format!("func @{name}("), 1);
+    let attrs = format!(
+        " attributes {{kernels = {kernels}, materialized_bytes = {}, source = @{}}} {{",
+        bytes as u64, g.name
+    );
+    Ok(match body.find(" {\n") {
+        Some(i) => format!("{}{}{}", &body[..i], attrs, &body[i + 2..]),
+        None => body,
+    })
+}
+
+/// The module of the candidates: the reducer functions kept (`lambdas`,
+/// their text), the candidate functions (`bodies`, in order) and the
+/// library functions they use (`library`, their text, and their names),
+/// parsed and verified like [`crate::saturate::replace_module`] does,
+/// errors reported on `cx`. With `workers` above one, the candidates are
+/// split into that many runs, and each is parsed and verified on its own
+/// thread with the reducer and library functions it may refer to; the
+/// functions are then put together in the same order as from one run.
+pub fn parse_candidates(
+    lambdas: &str,
+    bodies: &[String],
+    library: &str,
+    library_names: &std::collections::BTreeSet<String>,
+    workers: usize,
+    cx: &mut PassContext<'_>,
+) -> Result<Module, PassFailed> {
+    let chunk_text = |run: &[String]| -> String {
+        let mut t = lambdas.to_string();
+        for b in run {
+            if !t.is_empty() {
+                t.push('\n');
+            }
+            t.push_str(b);
+        }
+        t.push_str(library);
+        t
+    };
+    let workers = workers.clamp(1, bodies.len().max(1));
+    if workers == 1 {
+        let mut m = Module::default();
+        crate::saturate::replace_module(&mut m, &chunk_text(bodies), "in the candidates", cx)?;
+        return Ok(m);
+    }
+    let size = bodies.len().div_ceil(workers);
+    let registry = cx.registry;
+    let parsed: Vec<(Module, Vec<Diag>)> = std::thread::scope(|scope| {
+        let hs: Vec<_> = bodies
+            .chunks(size)
+            .map(|run| {
+                let text = chunk_text(run);
+                scope.spawn(move || efir_ir::parse_and_verify(&text, registry))
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    let mut out = Module::default();
+    let mut library_funcs = Vec::new();
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for (m, diags) in parsed {
+        if !diags.is_empty() {
+            cx.diags.extend(diags.into_iter().map(|d| Diag {
+                message: format!("in the candidates: {}", d.message),
+                span: efir_diagnostics::Span::default(),
+                ..d
+            }));
+            return Err(PassFailed);
+        }
+        // Each run's module is the reducer functions, its candidates, then
+        // the library functions: each reducer and library function is kept
+        // once, the library functions last.
+        for f in m.funcs {
+            if !seen.insert(f.name.clone()) {
+                continue;
+            }
+            if library_names.contains(&f.name) {
+                library_funcs.push(f);
+            } else {
+                out.funcs.push(f);
+            }
+        }
+    }
+    out.funcs.extend(library_funcs);
+    Ok(out)
+}
+
 fn stateless_type(ty: Option<&efir_ir::Type>) -> String {
     ty.map(|t| {
         t.leaves()
@@ -3794,7 +3888,9 @@ impl Pass for Compact {
     }
 
     fn run(&mut self, m: &mut Module, cx: &mut PassContext<'_>) -> Result<(), PassFailed> {
-        let (mut text, lambdas) = lambda_text(m, cx.registry);
+        let (text, lambdas) = lambda_text(m, cx.registry);
+        // The text of each candidate function, in order.
+        let mut bodies: Vec<String> = Vec::new();
         let mut used = std::collections::BTreeSet::new();
         let (mut expanded, mut programs, mut candidates, mut classes, mut pruned) = (0, 0, 0, 0, 0);
         let mut complete = true;
@@ -3838,29 +3934,42 @@ impl Pass for Compact {
                 .with_label("candidates of this function"));
             }
             used.extend(library_refs(&g.egraph));
-            for (i, chosen) in res.candidates.iter().enumerate() {
-                let body = to_func_text(&g, &|c| chosen[&g.egraph.find(c)].clone())
-                    .map_err(|e| fail(cx, e))?;
-                let (kernels, bytes) = summary(&g.egraph, chosen, &g.roots);
-                let name = format!("{}.c{i}", g.name);
-                let body =
-                    body.replacen(&format!("func @{}(", g.name), &format!("func @{name}("), 1);
-                let attrs = format!(
-                    " attributes {{kernels = {kernels}, materialized_bytes = {}, source = @{}}} {{",
-                    bytes as u64, g.name
-                );
-                let body = match body.find(" {\n") {
-                    Some(i) => format!("{}{}{}", &body[..i], attrs, &body[i + 2..]),
-                    None => body,
-                };
-                if !text.is_empty() {
-                    text.push('\n');
+            // The candidates' text, in order, written by the search's
+            // threads (each writes every `threads`-th one).
+            let n = res.candidates.len();
+            let workers = self.threads.clamp(1, n.max(1));
+            let write = |w: usize| -> Result<Vec<(usize, String)>, String> {
+                (w..n)
+                    .step_by(workers)
+                    .map(|i| candidate_text(&g, &res.candidates[i], i).map(|t| (i, t)))
+                    .collect()
+            };
+            let parts: Vec<Result<Vec<(usize, String)>, String>> = if workers == 1 {
+                vec![write(0)]
+            } else {
+                std::thread::scope(|scope| {
+                    let hs: Vec<_> = (0..workers)
+                        .map(|w| scope.spawn(move || write(w)))
+                        .collect();
+                    hs.into_iter()
+                        .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                        .collect()
+                })
+            };
+            let mut texts: Vec<String> = vec![String::new(); n];
+            for part in parts {
+                for (i, t) in part.map_err(|e| fail(cx, e))? {
+                    texts[i] = t;
                 }
-                text.push_str(&body);
             }
+            bodies.extend(texts);
         }
-        text.push_str(&library_used(&used, &lambdas));
-        crate::saturate::replace_module(m, &text, "in the candidates", cx)?;
+        let library = library_used(&used, &lambdas);
+        let library_names: std::collections::BTreeSet<String> =
+            used.difference(&lambdas).cloned().collect();
+        // (Below a few hundred candidates, one thread is as fast.)
+        let workers = self.threads.min(bodies.len().div_ceil(256));
+        *m = parse_candidates(&text, &bodies, &library, &library_names, workers, cx)?;
         cx.stats.insert("mode".into(), json!(self.mode.name()));
         cx.stats.insert("expanded_states".into(), json!(expanded));
         cx.stats.insert("pruned_states".into(), json!(pruned));

@@ -419,3 +419,77 @@ fn determined_classes_lose_no_class() {
         |en| en.use_determined(false),
     );
 }
+
+#[test]
+fn candidates_parse_alike_in_runs() {
+    // The candidates of the small attn_decode, which refer to reducer
+    // functions: parsed and verified in one run and in several (one
+    // thread each), the module is the same, with the reducer functions in
+    // front or, as library functions, at the end.
+    let reg = efir_registry::registry();
+    let src = std::fs::read_to_string(root().join("examples/small/attn_decode.efir")).unwrap();
+    let out = efir_driver::run_case(
+        &src,
+        &reg,
+        &[flag("saturate", ""), flag("compact", "max-candidates=40")],
+        PrintOptions::default(),
+    )
+    .unwrap();
+    let (m, d) = parse_and_verify(out.text.as_deref().unwrap(), &reg);
+    assert!(d.is_empty(), "{d:?}");
+    let print = |funcs: Vec<efir_ir::Func>| {
+        efir_ir::print_module(&Module { funcs }, &reg, PrintOptions::default())
+    };
+    let (lambdas, cands): (Vec<_>, Vec<_>) = m
+        .funcs
+        .iter()
+        .cloned()
+        .partition(|f| f.name.starts_with("efir."));
+    assert!(!lambdas.is_empty() && cands.len() == 40);
+    let bodies: Vec<String> = cands.iter().map(|f| print(vec![f.clone()])).collect();
+    let names: BTreeSet<String> = lambdas.iter().map(|f| f.name.clone()).collect();
+    let lambda_text = print(lambdas.clone());
+    let mut cx = efir_ir::pass::PassContext {
+        registry: &reg,
+        diags: Vec::new(),
+        stats: Default::default(),
+    };
+    let front = print(m.funcs.clone());
+    let back = print(cands.iter().chain(&lambdas).cloned().collect());
+    for workers in [1, 2, 3, 7] {
+        let a = efir_egraph::compact::parse_candidates(
+            &lambda_text,
+            &bodies,
+            "",
+            &BTreeSet::new(),
+            workers,
+            &mut cx,
+        )
+        .unwrap();
+        assert_eq!(print(a.funcs), front, "{workers} runs, reducers in front");
+        let b = efir_egraph::compact::parse_candidates(
+            "",
+            &bodies,
+            &format!("\n{lambda_text}"),
+            &names,
+            workers,
+            &mut cx,
+        )
+        .unwrap();
+        assert_eq!(print(b.funcs), back, "{workers} runs, library at the end");
+    }
+    // A candidate that does not verify fails the pass with an error, in
+    // any run.
+    let mut bad = bodies.clone();
+    bad[25] = bad[25].replacen("func @", "func @@", 1);
+    assert!(efir_egraph::compact::parse_candidates(
+        &lambda_text,
+        &bad,
+        "",
+        &BTreeSet::new(),
+        3,
+        &mut cx
+    )
+    .is_err());
+    assert!(!cx.diags.is_empty());
+}
