@@ -3671,37 +3671,30 @@ pub fn parse_candidates(
         t
     };
     let workers = workers.clamp(1, bodies.len().max(1));
-    if workers == 1 {
-        let mut m = Module::default();
-        crate::saturate::replace_module(&mut m, &chunk_text(bodies), "in the candidates", cx)?;
-        return Ok(m);
-    }
-    let size = bodies.len().div_ceil(workers);
+    let size = bodies.len().div_ceil(workers).max(1);
     let registry = cx.registry;
-    let parsed: Vec<(Module, Vec<Diag>)> = std::thread::scope(|scope| {
-        let hs: Vec<_> = bodies
-            .chunks(size)
-            .map(|run| {
-                let text = chunk_text(run);
-                scope.spawn(move || efir_ir::parse_and_verify(&text, registry))
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
+    let parsed: Vec<(Module, Vec<Diag>)> = if workers == 1 {
+        vec![efir_ir::parse_and_verify(&chunk_text(bodies), registry)]
+    } else {
+        std::thread::scope(|scope| {
+            let hs: Vec<_> = bodies
+                .chunks(size)
+                .map(|run| {
+                    let text = chunk_text(run);
+                    scope.spawn(move || efir_ir::parse_and_verify(&text, registry))
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        })
+    };
     let mut out = Module::default();
     let mut library_funcs = Vec::new();
     let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
-    for (m, diags) in parsed {
-        if !diags.is_empty() {
-            cx.diags.extend(diags.into_iter().map(|d| Diag {
-                message: format!("in the candidates: {}", d.message),
-                span: efir_diagnostics::Span::default(),
-                ..d
-            }));
-            return Err(PassFailed);
-        }
+    for run in parsed {
+        let mut m = Module::default();
+        crate::saturate::take_parsed(&mut m, run, "in the candidates", cx)?;
         // Each run's module is the reducer functions, its candidates, then
         // the library functions: each reducer and library function is kept
         // once, the library functions last.

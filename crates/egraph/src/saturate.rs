@@ -158,7 +158,17 @@ pub fn replace_module(
     what: &str,
     cx: &mut PassContext<'_>,
 ) -> Result<(), PassFailed> {
-    let (new, diags) = efir_ir::parse_and_verify(text, cx.registry);
+    take_parsed(m, efir_ir::parse_and_verify(text, cx.registry), what, cx)
+}
+
+/// [`replace_module`] from text already parsed and verified (`parsed`, as
+/// [`efir_ir::parse_and_verify`] returns it).
+pub fn take_parsed(
+    m: &mut Module,
+    (new, diags): (Module, Vec<Diag>),
+    what: &str,
+    cx: &mut PassContext<'_>,
+) -> Result<(), PassFailed> {
     if !diags.is_empty() {
         cx.diags.extend(diags.into_iter().map(|d| Diag {
             message: format!("{what}: {}", d.message),
