@@ -242,7 +242,13 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
 
     fn bind(&mut self, a: &str, idx: &str, depth: usize) {
         let id = py_ident(a);
-        let var = format!("offs_{id}");
+        // An axis bound again inside its own loop (a reduction over it that
+        // the tile being computed needs) gets offsets of its own.
+        let var = if self.bound.contains_key(a) {
+            self.fresh(&format!("offs_{id}_"))
+        } else {
+            format!("offs_{id}")
+        };
         let b = self.block_of(a);
         self.line(depth, format!("{var} = {idx} * {b} + tl.arange(0, {b})"));
         self.bound.insert(a.to_string(), depth);
@@ -258,11 +264,15 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                         "a value tiled by @{a} is needed where @{a} is neither a grid axis nor a loop"
                     ));
                 };
-                let id = py_ident(a);
+                let offs = self
+                    .offs
+                    .get(&format!("axis:{a}"))
+                    .map(|(v, _)| v.clone())
+                    .ok_or_else(|| format!("@{a} is bound without offsets"))?;
                 Ok((
                     BD {
                         size: self.block_of(a),
-                        offs: format!("offs_{id}"),
+                        offs,
                         ext: ext.kernel(),
                     },
                     d,
@@ -833,7 +843,11 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
     /// variable of the enclosing scope; see [`causal`]).
     fn open_loop(&mut self, axis: &str, stop: Option<String>) -> usize {
         let id = py_ident(axis);
-        let i = format!("i_{id}");
+        let i = if self.bound.contains_key(axis) {
+            self.fresh(&format!("i_{id}_"))
+        } else {
+            format!("i_{id}")
+        };
         let (hi, name) = match stop {
             Some(h) => (h, format!("{axis}/causal")),
             None => (format!("NT_{id}"), axis.to_string()),
@@ -914,10 +928,25 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             .and_then(Attr::as_symbol)
             .ok_or("par.reduce without axis")?
             .to_string();
-        if self.bound.contains_key(&axis) {
-            return Err(format!("@{axis} is reduced inside its own loop"));
-        }
         let outer = self.top();
+        // A reduction over an axis that is already bound (a grid axis, or an
+        // enclosing loop the reduction cannot be hoisted out of) runs its own
+        // loop over that axis: inside it the axis has fresh offsets, and what
+        // was computed from the outer binding is hidden until it closes.
+        let shadow = match self.bound.get(&axis).copied() {
+            Some(d0) => {
+                let key = format!("axis:{axis}");
+                let saved = (
+                    d0,
+                    self.idx.get(&axis).cloned(),
+                    self.offs.get(&key).cloned(),
+                    self.memo.clone(),
+                );
+                self.memo.retain(|_, x| x.depth() < d0);
+                Some(saved)
+            }
+            None => None,
+        };
         let rt = f.ty(v).clone();
         let leaves: Vec<_> = rt.leaves().into_iter().cloned().collect();
         let idents = efir_dialect_red::identity(&r).ok_or("reducer without identity")?;
@@ -970,6 +999,21 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             self.line(inner, format!("{a} = {m}"));
         }
         self.close_loop(&axis)?;
+        if let Some((d0, idx, offs, memo)) = shadow {
+            self.bound.insert(axis.clone(), d0);
+            if let Some(i) = idx {
+                self.idx.insert(axis.clone(), i);
+            }
+            if let Some(o) = offs {
+                self.offs.insert(format!("axis:{axis}"), o);
+            }
+            // What was computed outside the inner loop does not depend on
+            // its binding of the axis (that lives at the loop's depth).
+            let fresh = std::mem::replace(&mut self.memo, memo);
+            for (k, x) in fresh {
+                self.memo.entry(k).or_insert(x);
+            }
+        }
         self.finish(v, lay, accs, outer)
     }
 
