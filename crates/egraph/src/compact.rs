@@ -312,13 +312,6 @@ pub struct Enumerator<'a> {
     ids: Vec<Id>,
     index: HashMap<Id, u32>,
     options: Vec<Vec<SymbolLang>>,
-    /// Per class, how many of its options (the first ones) the enumeration
-    /// tries: the others are whole-K matmuls with their K loop in the same
-    /// class (see [`whole_k_twin`] and [`Enumerator::use_whole_k`]).
-    tried: Vec<usize>,
-    /// Per class, how many whole-K matmuls with a K loop it has (its last
-    /// options).
-    twins: Vec<usize>,
     kids: Vec<Vec<Vec<u32>>>,
     /// How each option of each class enters the canonical form.
     kind: Vec<Vec<Kind>>,
@@ -900,7 +893,6 @@ impl<'a> Enumerator<'a> {
         let mut cf = order();
         let mut options = Vec::new();
         let mut kids = Vec::new();
-        let mut twins: Vec<usize> = Vec::new();
         for id in &ids {
             let nodes: Vec<SymbolLang> = eg[*id].nodes.clone();
             // Tensor-level matmuls are replaced by their tiled implementations.
@@ -922,13 +914,6 @@ impl<'a> Enumerator<'a> {
                 .collect();
             costed.sort_by(|a, b| a.0.total_cmp(&b.0));
             let opts: Vec<SymbolLang> = costed.into_iter().map(|(_, n)| n).collect();
-            // Whole-K matmuls that have their K loop in the class go last.
-            let (mut opts, last): (Vec<SymbolLang>, Vec<SymbolLang>) = opts
-                .iter()
-                .cloned()
-                .partition(|n| !whole_k_twin(eg, n, &opts));
-            twins.push(last.len());
-            opts.extend(last);
             let ks: Vec<Vec<u32>> = opts
                 .iter()
                 .map(|n| {
@@ -1194,12 +1179,6 @@ impl<'a> Enumerator<'a> {
             roots,
             ids,
             index,
-            tried: options
-                .iter()
-                .zip(&twins)
-                .map(|(o, t)| o.len() - t)
-                .collect(),
-            twins,
             options,
             kids,
             several_orgs: Vec::new(),
@@ -1869,7 +1848,7 @@ impl<'a> Enumerator<'a> {
     fn choices(&self, mode: Mode, c: u32) -> std::ops::Range<usize> {
         match (mode, self.fixed[c as usize]) {
             (Mode::Early, Some(j)) => j as usize..j as usize + 1,
-            _ => 0..self.tried[c as usize],
+            _ => 0..self.options[c as usize].len(),
         }
     }
 
@@ -3274,18 +3253,6 @@ impl<'a> Enumerator<'a> {
         self.first_opened_first = on;
     }
 
-    /// Let the enumeration choose a whole-K matmul whose K loop is in the
-    /// same class (an ablation, used to test that leaving them out loses no
-    /// class; see [`whole_k_twin`]) or leave them out again.
-    pub fn use_whole_k(&mut self, on: bool) {
-        self.tried = self
-            .options
-            .iter()
-            .zip(&self.twins)
-            .map(|(o, t)| if on { o.len() } else { o.len() - t })
-            .collect();
-    }
-
     /// Turn pruning by context inclusion ([`Enumerator::covers`]) off (an
     /// ablation, used to test that it loses no class: only partial programs
     /// with equal contexts are pruned then) or back on.
@@ -3744,76 +3711,6 @@ pub fn parse_candidates(
     }
     out.funcs.extend(library_funcs);
     Ok(out)
-}
-
-/// Whether the e-node `n` of a class whose e-nodes are `class` is a
-/// matmul over a whole K or a reduction over a whole dim (`tile.matmul` of
-/// `a` and `b`, `tensor.reduce` of `x`) while the class also loops over
-/// that K or dim: a `par.reduce` over an axis `@k` of the same op (same
-/// attributes) over its operands partitioned over `@k` (a tuple operand:
-/// the tuple of its fields partitioned), as `refine.tile-matmul-k`,
-/// `refine.reduce-reduced-dim` and `refine.reduce-tuple-reduced-dim` write
-/// it. The enumeration leaves such an op out: with a full-extent tile the
-/// loop is that op (it is keyed alike, and the lowering gives a long K or
-/// dim that is not split a loop anyway), and its partitions read the
-/// operands as they are, so a program computing the op whole has a program
-/// with the loop of the same class, unless it chose the loop's partial
-/// result or partitions another way elsewhere (checked on the workloads,
-/// not proved: docs/passes.md). Where two dims of one extent share an
-/// axis name the loop can end up inside a loop (or a grid axis) of the
-/// same name; the Triton emitter gives such a loop offsets of its own.
-fn whole_k_twin(eg: &EGraph, n: &SymbolLang, class: &[SymbolLang]) -> bool {
-    let op = n.op.as_str();
-    if op != "tile.matmul" && op != "tensor.reduce" {
-        return false;
-    }
-    let attrs = node_attrs(eg, n);
-    let operands: Vec<Id> = node_operands(eg, n).iter().map(|c| eg.find(*c)).collect();
-    let axis = |m: &SymbolLang| {
-        node_attrs(eg, m)
-            .into_iter()
-            .find(|(k, _)| k == "axis")
-            .map(|(_, v)| v)
-    };
-    // `x` has a partition of `of` over `k`.
-    let partitions = |x: Id, of: Id, k: &efir_ir::Attr| {
-        eg[x].nodes.iter().any(|m| {
-            m.op.as_str() == "par.partition"
-                && axis(m).as_ref() == Some(k)
-                && node_operands(eg, m).first().map(|c| eg.find(*c)) == Some(of)
-        })
-    };
-    // `x` is `of` partitioned over `k`, or the tuple of its fields
-    // partitioned.
-    let reads = |x: Id, of: Id, k: &efir_ir::Attr| {
-        partitions(x, of, k)
-            || eg[of].nodes.iter().any(|t| {
-                t.op.as_str() == "tensor.tuple"
-                    && eg[x].nodes.iter().any(|u| {
-                        u.op.as_str() == "tensor.tuple"
-                            && u.children.len() == t.children.len()
-                            && u.children
-                                .iter()
-                                .zip(&t.children)
-                                .all(|(f, g)| partitions(*f, eg.find(*g), k))
-                    })
-            })
-    };
-    class.iter().any(|r| {
-        if r.op.as_str() != "par.reduce" {
-            return false;
-        }
-        let (Some(k), [p]) = (axis(r), node_operands(eg, r)) else {
-            return false;
-        };
-        eg[*p].nodes.iter().any(|q| {
-            let ops = node_operands(eg, q);
-            q.op.as_str() == op
-                && ops.len() == operands.len()
-                && node_attrs(eg, q) == attrs
-                && ops.iter().zip(&operands).all(|(x, of)| reads(*x, *of, &k))
-        })
-    })
 }
 
 fn stateless_type(ty: Option<&efir_ir::Type>) -> String {
