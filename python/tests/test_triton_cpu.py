@@ -35,6 +35,13 @@ def largest(space):
     return {k: max(v) for k, v in space.items() if k.startswith("BLOCK_")}
 
 
+def smallest(space):
+    """The smallest legal blocks: the most tiles per loop and grid axis (a
+    kernel that confuses two bindings of one axis can still be right when
+    every loop has one tile)."""
+    return {k: min(v) for k, v in space.items() if k.startswith("BLOCK_")}
+
+
 def translate(src, out):
     r = h.sh(h.tool("efir-translate"), "--to-triton", str(src), "--output-dir", str(out), check=False)
     assert r.returncode == 0, r.stderr
@@ -67,7 +74,7 @@ def test_hand_tiled_and_derived_programs(src, tmp_path):
     mods = translate(src, tmp_path / "py")
     assert mods
     for py, mod, fname in mods:
-        for config in (None, largest(mod.CONFIG_SPACE)):
+        for config in (None, largest(mod.CONFIG_SPACE), smallest(mod.CONFIG_SPACE)):
             errs = h.check_module(py, src, fname, tmp_path / f"ref_{fname}", config=config)
             assert max(errs) <= TOL, (fname, config, errs)
 

@@ -73,6 +73,11 @@ struct KernelEmitter<'p, 'a> {
     work: Vec<Work>,
     /// The tile index variable of each bound axis.
     idx: HashMap<String, String>,
+    /// How many bindings of each axis are live (a grid axis, open loops),
+    /// counting those that hoisting hides: a loop over an axis with a live
+    /// binding names its index and offsets afresh, so as not to overwrite
+    /// the variables of that binding.
+    live: HashMap<String, usize>,
     /// Element facts of the program's values (causal tile skipping).
     facts: Vec<Option<Fact>>,
 }
@@ -213,6 +218,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             loops: Vec::new(),
             work: Vec::new(),
             idx: HashMap::new(),
+            live: HashMap::new(),
             facts: causal::element_facts(p.func),
         }
     }
@@ -242,13 +248,15 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
 
     fn bind(&mut self, a: &str, idx: &str, depth: usize) {
         let id = py_ident(a);
-        // An axis bound again inside its own loop (a reduction over it that
-        // the tile being computed needs) gets offsets of its own.
-        let var = if self.bound.contains_key(a) {
+        // An axis bound again while another binding of it is live (a loop
+        // over a grid axis, or over the axis of an enclosing loop, hoisted
+        // out of that loop or not) gets offsets of its own.
+        let var = if self.live.get(a).is_some_and(|n| *n > 0) {
             self.fresh(&format!("offs_{id}_"))
         } else {
             format!("offs_{id}")
         };
+        *self.live.entry(a.to_string()).or_default() += 1;
         let b = self.block_of(a);
         self.line(depth, format!("{var} = {idx} * {b} + tl.arange(0, {b})"));
         self.bound.insert(a.to_string(), depth);
@@ -843,7 +851,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
     /// variable of the enclosing scope; see [`causal`]).
     fn open_loop(&mut self, axis: &str, stop: Option<String>) -> usize {
         let id = py_ident(axis);
-        let i = if self.bound.contains_key(axis) {
+        let i = if self.live.get(axis).is_some_and(|n| *n > 0) {
             self.fresh(&format!("i_{id}_"))
         } else {
             format!("i_{id}")
@@ -872,6 +880,9 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         outer.extend(sc.lines.into_iter().map(|l| format!("    {l}")));
         self.bound.remove(axis);
         self.idx.remove(axis);
+        if let Some(n) = self.live.get_mut(axis) {
+            *n -= 1;
+        }
         self.loops.pop();
         self.offs.retain(|_, (_, d)| *d < inner);
         self.memo.retain(|_, x| x.depth() < inner);
@@ -894,6 +905,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         }
         let scopes = self.scopes.split_off(outer + 1);
         let bound = self.bound.clone();
+        let idx = self.idx.clone();
         let offs = self.offs.clone();
         let memo = self.memo.clone();
         let loops = self.loops.clone();
@@ -905,6 +917,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         let fresh: Vec<_> = self.memo.drain().collect();
         self.scopes.extend(scopes);
         self.bound = bound;
+        self.idx = idx;
         self.offs = offs;
         self.memo = memo;
         self.loops = loops;
