@@ -205,7 +205,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
     fn new(p: &'p Plan<'a>) -> Self {
         KernelEmitter {
             p,
-            sigs: crate::signatures(p.module),
+            sigs: crate::signatures(p.module, p.func),
             scopes: vec![Scope {
                 header: String::new(),
                 lines: Vec::new(),

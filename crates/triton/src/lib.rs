@@ -577,17 +577,38 @@ pub fn programs(m: &Module) -> Vec<&Func> {
         .collect()
 }
 
-/// Signatures of a module's functions, as the `red` dialect wants them.
-pub fn signatures(m: &Module) -> efir_ir::dialect::Signatures {
+/// Signatures of the functions that the reducers of `f` name, as the `red`
+/// dialect wants them. (Only those: a module of thousands of candidates
+/// would otherwise have every signature copied for every kernel.)
+pub fn signatures(m: &Module, f: &Func) -> efir_ir::dialect::Signatures {
+    fn symbols<'x>(a: &'x Attr, out: &mut Vec<&'x str>) {
+        match a {
+            Attr::Symbol(s) => out.push(s),
+            Attr::Array(xs) => xs.iter().for_each(|x| symbols(x, out)),
+            Attr::Term(_, args) => args.iter().for_each(|(_, x)| symbols(x, out)),
+            _ => {}
+        }
+    }
+    let mut names = Vec::new();
+    for op in &f.ops {
+        if let Some(r) = op.attrs.get("reducer") {
+            symbols(r, &mut names);
+        }
+    }
     let mut s = HashMap::new();
-    for f in &m.funcs {
-        s.insert(
-            f.name.clone(),
-            (
-                f.params.iter().map(|p| f.ty(*p).clone()).collect(),
-                f.results.clone(),
-            ),
-        );
+    for name in names {
+        if s.contains_key(name) {
+            continue;
+        }
+        if let Some(g) = m.func(name) {
+            s.insert(
+                g.name.clone(),
+                (
+                    g.params.iter().map(|p| g.ty(*p).clone()).collect(),
+                    g.results.clone(),
+                ),
+            );
+        }
     }
     s
 }
