@@ -500,7 +500,7 @@ fn every_candidate_of_layernorm_gemm_emits_triton() {
     // kernel's grid axis (a split-K `par.collect` of the variance over
     // @k1024) is also the axis of a loop its programs need (the row mean, a
     // `par.reduce` over @k1024): the emitter runs that loop with offsets of
-    // its own (`for i_k1024_<n> in range`).
+    // its own (`for i<n>_k1024 in range`).
     let reg = efir_registry::registry();
     let src = std::fs::read_to_string(root().join("examples/layernorm_gemm.efir")).unwrap();
     let out = efir_driver::run_case(
@@ -519,7 +519,13 @@ fn every_candidate_of_layernorm_gemm_emits_triton() {
         let py =
             efir_triton::emit_python(&p, "x", "y").unwrap_or_else(|e| panic!("{}: {e}", f.name));
         cands += 1;
-        nested += py.contains("for i_k1024_") as usize;
+        // A loop index `i<n>_k1024` (a fresh one) rather than `i_k1024`.
+        nested += py.lines().any(|l| {
+            l.trim_start()
+                .strip_prefix("for i")
+                .and_then(|r| r.split_once("_k1024 in range("))
+                .is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+        }) as usize;
     }
     assert_eq!(cands, 32);
     assert!(nested > 0, "no candidate loops over a bound axis");

@@ -78,6 +78,10 @@ struct KernelEmitter<'p, 'a> {
     /// binding names its index and offsets afresh, so as not to overwrite
     /// the variables of that binding.
     live: HashMap<String, usize>,
+    /// Aliases of axes: inside a loop over an axis that the requested
+    /// tiling also uses, the request's tiles are named by an alias bound to
+    /// the outer binding (see [`KernelEmitter::par_reduce_here`]).
+    alias: HashMap<String, String>,
     /// Element facts of the program's values (causal tile skipping).
     facts: Vec<Option<Fact>>,
 }
@@ -219,6 +223,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             work: Vec::new(),
             idx: HashMap::new(),
             live: HashMap::new(),
+            alias: HashMap::new(),
             facts: causal::element_facts(p.func),
         }
     }
@@ -240,6 +245,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
     /// The block length of axis `a`: a literal where its only legal block
     /// is 1 (so that matmuls over such dims can drop them).
     fn block_of(&self, a: &str) -> String {
+        let a = self.alias.get(a).map_or(a, String::as_str);
         match self.p.axes.get(a) {
             Some(i) if i.domain == [1] => "1".into(),
             _ => format!("BLOCK_{}", py_ident(a)),
@@ -252,7 +258,9 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         // over a grid axis, or over the axis of an enclosing loop, hoisted
         // out of that loop or not) gets offsets of its own.
         let var = if self.live.get(a).is_some_and(|n| *n > 0) {
-            self.fresh(&format!("offs_{id}_"))
+            // (`offs<n>_<axis>` cannot be another axis's `offs_<axis>`.)
+            self.n += 1;
+            format!("offs{}_{id}", self.n)
         } else {
             format!("offs_{id}")
         };
@@ -852,7 +860,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
     fn open_loop(&mut self, axis: &str, stop: Option<String>) -> usize {
         let id = py_ident(axis);
         let i = if self.live.get(axis).is_some_and(|n| *n > 0) {
-            self.fresh(&format!("i_{id}_"))
+            self.n += 1;
+            format!("i{}_{id}", self.n)
         } else {
             format!("i_{id}")
         };
@@ -960,6 +969,40 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             }
             None => None,
         };
+        // A result tiled by the axis it reduces over (a partition over `@k`
+        // of a reduction over `@k`, two dims sharing the axis name) needs
+        // both bindings of the axis in one block: the loop's for the reduced
+        // dim, the outer one for the result's tiles. The latter are asked
+        // for under an alias bound like the outer binding.
+        let mut aliased = None;
+        let inner_lay: Layout = if lay.iter().flatten().any(|a| *a == axis) {
+            let Some((d0, idx, offs, _)) = &shadow else {
+                return Err(format!(
+                    "a value tiled by @{axis} where @{axis} is not bound"
+                ));
+            };
+            self.n += 1;
+            let al = format!("{axis}@{}", self.n);
+            self.bound.insert(al.clone(), *d0);
+            if let Some(i) = idx {
+                self.idx.insert(al.clone(), i.clone());
+            }
+            if let Some(o) = offs {
+                self.offs.insert(format!("axis:{al}"), o.clone());
+            }
+            self.alias.insert(al.clone(), axis.clone());
+            let l = lay
+                .iter()
+                .map(|a| match a {
+                    Some(x) if *x == axis => Some(al.clone()),
+                    _ => a.clone(),
+                })
+                .collect();
+            aliased = Some(al);
+            l
+        } else {
+            lay.clone()
+        };
         let rt = f.ty(v).clone();
         let leaves: Vec<_> = rt.leaves().into_iter().cloned().collect();
         let idents = efir_dialect_red::identity(&r).ok_or("reducer without identity")?;
@@ -985,7 +1028,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         }
         // Causal tile skipping: the iterations whose tile state is the
         // reducer's identity form a suffix; stop before it.
-        let stop = match self.tile_states(op.operands[0], lay, &axis) {
+        let stop = match self.tile_states(op.operands[0], &inner_lay, &axis) {
             Some((g, s)) if s == idents.iter().map(|x| Some(*x)).collect::<Vec<_>>() => {
                 let hi = self.fresh("hi");
                 let (bg, bl) = (self.block_of(&g), self.block_of(&axis));
@@ -1002,7 +1045,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             _ => None,
         };
         let inner = self.open_loop(&axis, stop);
-        let xs = self.emit(op.operands[0], lay)?.blocks();
+        let xs = self.emit(op.operands[0], &inner_lay)?.blocks();
         let xv: Vec<String> = xs
             .iter()
             .map(|b| format!("({}).to(tl.float32)", b.var))
@@ -1026,6 +1069,13 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             for (k, x) in fresh {
                 self.memo.entry(k).or_insert(x);
             }
+        }
+        if let Some(al) = aliased {
+            // (Blocks memoized under the alias keep it in their key; it is
+            // never asked for again.)
+            self.bound.remove(&al);
+            self.idx.remove(&al);
+            self.offs.remove(&format!("axis:{al}"));
         }
         self.finish(v, lay, accs, outer)
     }
