@@ -9,19 +9,19 @@ use crate::module::{Func, Module};
 use crate::types::{AxisState, Type};
 use efir_diagnostics::{codes, Diag, Span};
 
+/// The signature of `f`: its parameter and result types.
+pub fn signature(f: &Func) -> (Vec<Type>, Vec<Type>) {
+    (
+        f.params.iter().map(|p| f.ty(*p).clone()).collect(),
+        f.results.clone(),
+    )
+}
+
 /// The signatures of every function in `m`.
 pub fn signatures(m: &Module) -> Signatures {
     m.funcs
         .iter()
-        .map(|f| {
-            (
-                f.name.clone(),
-                (
-                    f.params.iter().map(|p| f.ty(*p).clone()).collect(),
-                    f.results.clone(),
-                ),
-            )
-        })
+        .map(|f| (f.name.clone(), signature(f)))
         .collect()
 }
 

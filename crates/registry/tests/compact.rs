@@ -23,6 +23,28 @@ fn root() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The module `efir-opt --saturate --compact=<options>` writes for `src`
+/// (which must give no error and verify).
+fn compacted(src: &str, options: &str, reg: &efir_ir::dialect::Registry) -> Module {
+    let out = efir_driver::run_case(
+        src,
+        reg,
+        &[flag("saturate", ""), flag("compact", options)],
+        PrintOptions::default(),
+    )
+    .unwrap();
+    assert!(
+        out.diags
+            .iter()
+            .all(|d| d.severity != efir_diagnostics::Severity::Error),
+        "{:?}",
+        out.diags
+    );
+    let (m, d) = parse_and_verify(out.text.as_deref().unwrap(), reg);
+    assert!(d.is_empty(), "{d:?}");
+    m
+}
+
 #[test]
 fn every_candidate_equals_its_source() {
     let reg = efir_registry::registry();
@@ -33,22 +55,7 @@ fn every_candidate_equals_its_source() {
         let src = std::fs::read_to_string(e.path()).unwrap();
         let (a, _) = parse_and_verify(&src, &reg);
         let name = a.funcs[0].name.clone();
-        let out = efir_driver::run_case(
-            &src,
-            &reg,
-            &[flag("saturate", ""), flag("compact", "max-candidates=6")],
-            PrintOptions::default(),
-        )
-        .unwrap();
-        assert!(
-            out.diags
-                .iter()
-                .all(|d| d.severity != efir_diagnostics::Severity::Error),
-            "{name}: {:?}",
-            out.diags
-        );
-        let (m, d) = parse_and_verify(out.text.as_deref().unwrap(), &reg);
-        assert!(d.is_empty(), "{name}: {d:?}");
+        let m = compacted(&src, "max-candidates=6", &reg);
         let cands: Vec<_> = m
             .funcs
             .iter()
@@ -428,15 +435,7 @@ fn candidates_parse_alike_in_runs() {
     // front or, as library functions, at the end.
     let reg = efir_registry::registry();
     let src = std::fs::read_to_string(root().join("examples/small/attn_decode.efir")).unwrap();
-    let out = efir_driver::run_case(
-        &src,
-        &reg,
-        &[flag("saturate", ""), flag("compact", "max-candidates=40")],
-        PrintOptions::default(),
-    )
-    .unwrap();
-    let (m, d) = parse_and_verify(out.text.as_deref().unwrap(), &reg);
-    assert!(d.is_empty(), "{d:?}");
+    let m = compacted(&src, "max-candidates=40", &reg);
     let print = |funcs: Vec<efir_ir::Func>| {
         efir_ir::print_module(&Module { funcs }, &reg, PrintOptions::default())
     };
@@ -503,15 +502,7 @@ fn every_candidate_of_layernorm_gemm_emits_triton() {
     // its own (`for i<n>_k1024 in range`).
     let reg = efir_registry::registry();
     let src = std::fs::read_to_string(root().join("examples/layernorm_gemm.efir")).unwrap();
-    let out = efir_driver::run_case(
-        &src,
-        &reg,
-        &[flag("saturate", ""), flag("compact", "max-candidates=1000")],
-        PrintOptions::default(),
-    )
-    .unwrap();
-    let (m, d) = parse_and_verify(out.text.as_deref().unwrap(), &reg);
-    assert!(d.is_empty(), "{d:?}");
+    let m = compacted(&src, "max-candidates=1000", &reg);
     let mut cands = 0;
     let mut nested = 0;
     for f in efir_triton::programs(&m) {

@@ -53,6 +53,10 @@ impl Val {
 /// Per dim: the axis tiling it, if any.
 type Layout = Vec<Option<String>>;
 
+/// How an axis is bound: the depth of its scope, its tile index variable
+/// and its offsets variable (with the depth they were defined at).
+type Binding = (usize, Option<String>, Option<(String, usize)>);
+
 struct Scope {
     header: String,
     lines: Vec<String>,
@@ -252,6 +256,27 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         }
     }
 
+    /// The binding of axis `a` in force, if any.
+    fn binding(&self, a: &str) -> Option<Binding> {
+        let d = *self.bound.get(a)?;
+        Some((
+            d,
+            self.idx.get(a).cloned(),
+            self.offs.get(&format!("axis:{a}")).cloned(),
+        ))
+    }
+
+    /// Put binding `b` in force for axis (or alias) `a`.
+    fn set_binding(&mut self, a: &str, (d, idx, offs): Binding) {
+        self.bound.insert(a.to_string(), d);
+        if let Some(i) = idx {
+            self.idx.insert(a.to_string(), i);
+        }
+        if let Some(o) = offs {
+            self.offs.insert(format!("axis:{a}"), o);
+        }
+    }
+
     fn bind(&mut self, a: &str, idx: &str, depth: usize) {
         let id = py_ident(a);
         // An axis bound again while another binding of it is live (a loop
@@ -267,9 +292,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         *self.live.entry(a.to_string()).or_default() += 1;
         let b = self.block_of(a);
         self.line(depth, format!("{var} = {idx} * {b} + tl.arange(0, {b})"));
-        self.bound.insert(a.to_string(), depth);
-        self.idx.insert(a.to_string(), idx.to_string());
-        self.offs.insert(format!("axis:{a}"), (var, depth));
+        self.set_binding(a, (depth, Some(idx.to_string()), Some((var, depth))));
     }
 
     fn dim(&mut self, ext: &Extent, axis: Option<&str>) -> Result<(BD, usize), String> {
@@ -955,20 +978,11 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         // enclosing loop the reduction cannot be hoisted out of) runs its own
         // loop over that axis: inside it the axis has fresh offsets, and what
         // was computed from the outer binding is hidden until it closes.
-        let shadow = match self.bound.get(&axis).copied() {
-            Some(d0) => {
-                let key = format!("axis:{axis}");
-                let saved = (
-                    d0,
-                    self.idx.get(&axis).cloned(),
-                    self.offs.get(&key).cloned(),
-                    self.memo.clone(),
-                );
-                self.memo.retain(|_, x| x.depth() < d0);
-                Some(saved)
-            }
-            None => None,
-        };
+        let shadow = self.binding(&axis).map(|b| {
+            let memo = self.memo.clone();
+            self.memo.retain(|_, x| x.depth() < b.0);
+            (b, memo)
+        });
         // A result tiled by the axis it reduces over (a partition over `@k`
         // of a reduction over `@k`, two dims sharing the axis name) needs
         // both bindings of the axis in one block: the loop's for the reduced
@@ -976,20 +990,14 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         // for under an alias bound like the outer binding.
         let mut aliased = None;
         let inner_lay: Layout = if lay.iter().flatten().any(|a| *a == axis) {
-            let Some((d0, idx, offs, _)) = &shadow else {
+            let Some((b, _)) = &shadow else {
                 return Err(format!(
                     "a value tiled by @{axis} where @{axis} is not bound"
                 ));
             };
             self.n += 1;
             let al = format!("{axis}@{}", self.n);
-            self.bound.insert(al.clone(), *d0);
-            if let Some(i) = idx {
-                self.idx.insert(al.clone(), i.clone());
-            }
-            if let Some(o) = offs {
-                self.offs.insert(format!("axis:{al}"), o.clone());
-            }
+            self.set_binding(&al, b.clone());
             self.alias.insert(al.clone(), axis.clone());
             let l = lay
                 .iter()
@@ -1055,14 +1063,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             self.line(inner, format!("{a} = {m}"));
         }
         self.close_loop(&axis)?;
-        if let Some((d0, idx, offs, memo)) = shadow {
-            self.bound.insert(axis.clone(), d0);
-            if let Some(i) = idx {
-                self.idx.insert(axis.clone(), i);
-            }
-            if let Some(o) = offs {
-                self.offs.insert(format!("axis:{axis}"), o);
-            }
+        if let Some((b, memo)) = shadow {
+            self.set_binding(&axis, b);
             // What was computed outside the inner loop does not depend on
             // its binding of the axis (that lives at the loop's depth).
             let fresh = std::mem::replace(&mut self.memo, memo);

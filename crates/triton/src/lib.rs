@@ -30,7 +30,7 @@
 
 use efir_ir::{Attr, AxisState, DType, Dim, Func, Module, Type, ValueId};
 use indexmap::{IndexMap, IndexSet};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 mod causal;
@@ -517,40 +517,49 @@ pub fn describe(p: &Plan<'_>) -> String {
     s
 }
 
-/// The functions a module's reducers call (not programs of their own).
-pub fn reducer_functions(m: &Module) -> IndexSet<String> {
-    fn walk(a: &Attr, out: &mut IndexSet<String>) {
-        match a {
-            Attr::Term(_, args) => {
-                for (k, v) in args {
-                    if let (Some(k), Some(s)) = (k, v.as_symbol()) {
-                        if k == "f" || k == "h" {
-                            out.insert(s.to_string());
-                        }
+/// Add the functions that reducer term `a` calls (its `f` and `h`
+/// arguments, at any depth) to `out`.
+fn reducer_calls(a: &Attr, out: &mut IndexSet<String>) {
+    match a {
+        Attr::Term(_, args) => {
+            for (k, v) in args {
+                if let (Some(k), Some(s)) = (k, v.as_symbol()) {
+                    if k == "f" || k == "h" {
+                        out.insert(s.to_string());
                     }
-                    walk(v, out);
                 }
+                reducer_calls(v, out);
             }
-            Attr::Array(xs) => xs.iter().for_each(|x| walk(x, out)),
-            _ => {}
+        }
+        Attr::Array(xs) => xs.iter().for_each(|x| reducer_calls(x, out)),
+        _ => {}
+    }
+}
+
+/// The functions the reducers of `f` (in attributes and partial states)
+/// call.
+fn calls_of(f: &Func, out: &mut IndexSet<String>) {
+    for op in &f.ops {
+        for a in op.attrs.values() {
+            reducer_calls(a, out);
         }
     }
-    let mut out = IndexSet::new();
-    for f in &m.funcs {
-        for op in &f.ops {
-            for a in op.attrs.values() {
-                walk(a, &mut out);
-            }
-        }
-        for v in &f.values {
-            for l in v.ty.leaves() {
-                for st in l.state.values() {
-                    if let AxisState::Partial(r) = st {
-                        walk(r, &mut out);
-                    }
+    for v in &f.values {
+        for l in v.ty.leaves() {
+            for st in l.state.values() {
+                if let AxisState::Partial(r) = st {
+                    reducer_calls(r, out);
                 }
             }
         }
+    }
+}
+
+/// The functions a module's reducers call (not programs of their own).
+pub fn reducer_functions(m: &Module) -> IndexSet<String> {
+    let mut out = IndexSet::new();
+    for f in &m.funcs {
+        calls_of(f, &mut out);
     }
     // Library functions call each other.
     let mut changed = true;
@@ -577,38 +586,15 @@ pub fn programs(m: &Module) -> Vec<&Func> {
         .collect()
 }
 
-/// Signatures of the functions that the reducers of `f` name, as the `red`
+/// Signatures of the functions that the reducers of `f` call, as the `red`
 /// dialect wants them. (Only those: a module of thousands of candidates
 /// would otherwise have every signature copied for every kernel.)
 pub fn signatures(m: &Module, f: &Func) -> efir_ir::dialect::Signatures {
-    fn symbols<'x>(a: &'x Attr, out: &mut Vec<&'x str>) {
-        match a {
-            Attr::Symbol(s) => out.push(s),
-            Attr::Array(xs) => xs.iter().for_each(|x| symbols(x, out)),
-            Attr::Term(_, args) => args.iter().for_each(|(_, x)| symbols(x, out)),
-            _ => {}
-        }
-    }
-    let mut names = Vec::new();
-    for op in &f.ops {
-        if let Some(r) = op.attrs.get("reducer") {
-            symbols(r, &mut names);
-        }
-    }
-    let mut s = HashMap::new();
-    for name in names {
-        if s.contains_key(name) {
-            continue;
-        }
-        if let Some(g) = m.func(name) {
-            s.insert(
-                g.name.clone(),
-                (
-                    g.params.iter().map(|p| g.ty(*p).clone()).collect(),
-                    g.results.clone(),
-                ),
-            );
-        }
-    }
-    s
+    let mut names = IndexSet::new();
+    calls_of(f, &mut names);
+    names
+        .iter()
+        .filter_map(|n| m.func(n))
+        .map(|g| (g.name.clone(), efir_ir::verify::signature(g)))
+        .collect()
 }
