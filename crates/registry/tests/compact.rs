@@ -521,3 +521,94 @@ fn every_candidate_of_layernorm_gemm_emits_triton() {
     assert_eq!(cands, 32);
     assert!(nested > 0, "no candidate loops over a bound axis");
 }
+
+/// How many candidates of each `examples/small` workload
+/// [`every_candidate_of_every_small_workload_equals_its_source`] checks:
+/// every one where `early` finishes, the first ones (one thread, so always
+/// the same ones) where it does not finish in reasonable time.
+const SMALL_CANDIDATES: &[(&str, usize)] = &[
+    ("attn_decode", 100_000),
+    ("attn_prefill", 150),
+    ("gated_mlp", 100_000),
+    ("layernorm_gemm", 100_000),
+    ("lora", 100_000),
+    ("ngpt", 100_000),
+    ("rmsnorm_mlp", 100_000),
+    ("rmsnorm_swiglu", 600),
+];
+
+#[test]
+fn every_candidate_of_every_small_workload_equals_its_source() {
+    // Every candidate `--compact` emits for each small workload (all of
+    // them where the enumeration finishes) computes what the source does
+    // under the interpreter, at f64 precision within 1e-5, for the three
+    // tile choices of `efir_interp::compare::tile_choices` (one tile per
+    // dim, a divisor, a size that does not divide) on fresh random inputs.
+    use efir_interp::{compare, eval, inputs};
+    let reg = efir_registry::registry();
+    let sem = efir_registry::all_semantics();
+    let mut names: Vec<String> = std::fs::read_dir(root().join("examples/small"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let listed: Vec<String> = SMALL_CANDIDATES
+        .iter()
+        .map(|(n, _)| format!("{n}.efir"))
+        .collect();
+    assert_eq!(names, listed, "every small workload has a limit here");
+    let mut total = 0;
+    for (name, limit) in SMALL_CANDIDATES {
+        let src =
+            std::fs::read_to_string(root().join(format!("examples/small/{name}.efir"))).unwrap();
+        let (a, _) = parse_and_verify(&src, &reg);
+        let fname = a.funcs[0].name.clone();
+        let options =
+            format!("max-candidates={limit},time-limit=600,max-states=1000000000,threads=1");
+        let m = compacted(&src, &options, &reg);
+        let cands: Vec<_> = efir_triton::programs(&m)
+            .into_iter()
+            .filter(|f| f.name.starts_with(&format!("{fname}.c")))
+            .collect();
+        if *limit < 100_000 {
+            assert_eq!(cands.len(), *limit, "{name}");
+        }
+        for c in &cands {
+            // The kernel count the pass reports is the lowering's.
+            let plan = efir_triton::plan(&m, c).unwrap_or_else(|e| panic!("{}: {e}", c.name));
+            assert_eq!(
+                c.attrs.get("kernels").and_then(|k| k.as_int()),
+                Some(plan.kernels.len() as i64),
+                "{}",
+                c.name
+            );
+        }
+        let tiles = compare::tile_choices(&m);
+        assert!(tiles.len() >= 2, "{name}: {tiles:?}");
+        for (k, t) in tiles.iter().enumerate() {
+            let f = &a.funcs[0];
+            let x = inputs::random_inputs(f, 17 + k as u64, inputs::Dist::Normal).unwrap();
+            let o = eval::Options {
+                precision: efir_interp::value::Precision::F64,
+                tiles: t.clone(),
+            };
+            let want = eval::Interp::new(&a, &sem, o.clone())
+                .run(&fname, &x)
+                .unwrap();
+            let run = eval::Interp::new(&m, &sem, o);
+            for c in &cands {
+                let got = run
+                    .run(&c.name, &x)
+                    .unwrap_or_else(|e| panic!("{}: {e}", c.name));
+                assert_eq!(got.len(), want.len(), "{}", c.name);
+                for (g, w) in got.iter().zip(&want) {
+                    let e = compare::rel_l2(g, w);
+                    assert!(e <= 1e-5, "{} (tiles {t:?}): relative L2 {e:.3e}", c.name);
+                }
+            }
+        }
+        total += cands.len();
+    }
+    assert!(total > 2000, "{total}");
+}
