@@ -9,7 +9,9 @@
 //! `after` without running it (`Enumerator::after_tree`: what
 //! `expanded_states` of a run of `after` to the end would be), keeping at
 //! most `--max-subtrees N` subtrees (default 50,000,000) and stopping after
-//! `--count-limit S` seconds (default 600) with lower bounds.
+//! `--count-limit S` seconds (default 600) with lower bounds. `--sketch S`
+//! adds the mode `sketch`: `early` after a sketch of at most S seconds
+//! (`--compact=sketch=S`), whose own classes and time are printed too.
 //! Run: `cargo run --release -p efir-bench --bin compaction [-- --time-limit S --json out.json]`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -57,7 +59,16 @@ fn main() {
     let threads: usize = get("--threads")
         .map(|t| t.parse().expect("--threads takes a number"))
         .unwrap_or(1);
-    let modes = get("--modes").unwrap_or_else(|| "none,after,early".into());
+    let sketch: f64 = get("--sketch")
+        .map(|t| t.parse().expect("--sketch takes seconds"))
+        .unwrap_or(0.0);
+    let modes = get("--modes").unwrap_or_else(|| {
+        if sketch > 0.0 {
+            "none,after,early,sketch".into()
+        } else {
+            "none,after,early".into()
+        }
+    });
     let count_after = args.iter().any(|a| a == "--count-after");
     let max_subtrees: usize = get("--max-subtrees")
         .map(|t| t.parse().expect("--max-subtrees takes a number"))
@@ -86,14 +97,17 @@ fn main() {
             ("none", Mode::None),
             ("after", Mode::After),
             ("early", Mode::Early),
+            ("sketch", Mode::Early),
         ]
         .into_iter()
         .filter(|(n, _)| modes.split(',').any(|m| m == *n))
         {
             let t = std::time::Instant::now();
-            let res = Enumerator::new(&g).run_threads(mode, usize::MAX, limit, usize::MAX, threads);
+            let s = if name == "sketch" { sketch } else { 0.0 };
+            let res =
+                Enumerator::new(&g).run_sketched(mode, usize::MAX, limit, usize::MAX, threads, s);
             let secs = t.elapsed().as_secs_f64();
-            if mode == Mode::Early && res.complete {
+            if name == "early" && res.complete {
                 early_done = Some(res.expanded_states);
             }
             println!(
@@ -107,11 +121,19 @@ fn main() {
                 res.complete,
                 secs
             );
+            if name == "sketch" {
+                println!(
+                    "{:<16} {:<6} {:>10} {:>10} {:>10} {:>8} {:>6} {:>8.2}   (the sketch alone, of the above)",
+                    w, "", res.sketch_expanded, "-", "-", res.sketch_classes, "-", res.sketch_time_s
+                );
+            }
             rows.push(json!({
                 "workload": w, "mode": name, "expanded_states": res.expanded_states,
                 "pruned_states": res.pruned, "complete_programs": res.complete_programs,
                 "candidates": res.candidates.len(), "classes": res.classes,
                 "complete": res.complete, "time_s": secs, "threads": threads,
+                "sketch_s": s, "sketch_expanded": res.sketch_expanded,
+                "sketch_classes": res.sketch_classes, "sketch_time_s": res.sketch_time_s,
             }));
         }
         if count_after {

@@ -120,6 +120,9 @@ pub struct Compact {
     pub max_states: usize,
     /// Threads of the search.
     pub threads: usize,
+    /// Seconds of sketch before `early`'s search (0: none; see
+    /// [`Enumerator::run_sketched`]).
+    pub sketch: f64,
 }
 
 impl Compact {
@@ -133,6 +136,7 @@ impl Compact {
                 "time-limit",
                 "max-states",
                 "threads",
+                "sketch",
             ],
         )?;
         let mode = match o.values.get("mode").map(String::as_str) {
@@ -151,8 +155,18 @@ impl Compact {
                 format!("option `time-limit` must be a positive number of seconds, found `{v}`")
             })?,
         };
+        let sketch = match o.values.get("sketch") {
+            None => 0.0,
+            Some(v) => v.parse::<f64>().ok().filter(|t| *t >= 0.0).ok_or_else(|| {
+                format!("option `sketch` must be a number of seconds (0 or more), found `{v}`")
+            })?,
+        };
+        if sketch > 0.0 && mode != Mode::Early {
+            return Err("option `sketch` is for `mode=early` only".to_string());
+        }
         Ok(Compact {
             mode,
+            sketch,
             max_candidates: o.get_usize("max-candidates", 64)?,
             time_limit,
             max_states: o.get_usize("max-states", 1_000_000)?,
@@ -183,6 +197,13 @@ pub struct Enumeration {
     pub complete: bool,
     /// Which limit stopped it, if any.
     pub stopped_by: Option<&'static str>,
+    /// Of `expanded_states`, those of the sketch
+    /// ([`Enumerator::run_sketched`]; 0 without one).
+    pub sketch_expanded: usize,
+    /// The classes the sketch found.
+    pub sketch_classes: usize,
+    /// The sketch's time in seconds.
+    pub sketch_time_s: f64,
 }
 
 #[derive(Clone)]
@@ -381,6 +402,9 @@ pub struct Enumerator<'a> {
     first_opened_first: bool,
     /// The key of a hole at each class.
     hole_key: Vec<u32>,
+    /// Whether this is a sketch: partial programs are pruned by canonical
+    /// form alone ([`Enumerator::run_sketched`]).
+    sketch: bool,
     /// The keys of holes.
     hole_of_key: FxHashSet<u32>,
     /// Options that compute nothing: parameters and constants.
@@ -599,6 +623,8 @@ struct Record {
     rejected: FxHashSet<u32>,
     /// Canonical form and context hash of each.
     seen: FxHashSet<(u32, u64)>,
+    /// The canonical forms of the partial programs kept, in a sketch.
+    forms: FxHashSet<u32>,
     /// Their contexts (offset and length in `arena`), by canonical form.
     contexts: FxHashMap<u32, Vec<(usize, usize)>>,
     arena: Vec<u64>,
@@ -692,14 +718,26 @@ struct Shared {
 const SHARDS: usize = 64;
 
 impl Shared {
-    fn new(max_candidates: usize) -> Shared {
-        Shared {
+    /// A record that starts with the classes of `found` (their
+    /// candidates come first in the result).
+    fn new(max_candidates: usize, found: Enumeration) -> Shared {
+        let shared = Shared {
             record: (0..SHARDS).map(|_| Mutex::new(Record::default())).collect(),
             out: Mutex::new(Enumeration::default()),
             max_candidates,
             arena_words: AtomicUsize::new(0),
             left: AtomicBool::new(false),
+        };
+        for k in &found.keys {
+            shared.record(*k).complete.insert(*k);
         }
+        *shared.out() = Enumeration {
+            candidates: found.candidates,
+            keys: found.keys,
+            complete_programs: found.complete_programs,
+            ..Enumeration::default()
+        };
+        shared
     }
 
     /// The shard of the record that holds the canonical form `key`.
@@ -1205,6 +1243,7 @@ impl<'a> Enumerator<'a> {
             cover_checks: COVER_CHECKS,
             first_opened_first: false,
             hole_key: Vec::new(),
+            sketch: false,
             hole_of_key: FxHashSet::default(),
         };
         let mut org: Vec<Option<u32>> = vec![None; en.ids.len()];
@@ -2794,6 +2833,15 @@ impl<'a> Enumerator<'a> {
             self.det_fresh = false;
             return Verdict::Invalid;
         }
+        if self.sketch {
+            // (A sketch drops every partial program whose canonical form
+            // was kept before, whatever its context.)
+            return if shared.record(cn.key).forms.insert(cn.key) {
+                Verdict::New
+            } else {
+                Verdict::Seen
+            };
+        }
         let h = self.context(t);
         let mut guard = shared.record(cn.key);
         let record = &mut *guard;
@@ -2990,10 +3038,80 @@ impl<'a> Enumerator<'a> {
         max_states: usize,
         threads: usize,
     ) -> Enumeration {
+        let found = Enumeration::default();
+        self.run_from(mode, max_candidates, time_limit, max_states, threads, found)
+    }
+
+    /// `early` after a sketch of at most `sketch` seconds (none where 0):
+    /// a first search that prunes a partial program as soon as one with
+    /// the same canonical form was kept, whatever their contexts. That is
+    /// not sound (it can miss classes), but it keeps far fewer partial
+    /// programs and finds most classes soon: every program it completes is
+    /// a candidate like any other. The search of `early` then starts with
+    /// the classes the sketch found (it does not emit them again) and, when
+    /// it finishes, has found every class: the result is the same set of
+    /// classes as without the sketch. The limits hold for both together.
+    pub fn run_sketched(
+        &mut self,
+        mode: Mode,
+        max_candidates: usize,
+        time_limit: f64,
+        max_states: usize,
+        threads: usize,
+        sketch: f64,
+    ) -> Enumeration {
+        if sketch <= 0.0 || mode != Mode::Early {
+            return self.run_threads(mode, max_candidates, time_limit, max_states, threads);
+        }
+        let start = Instant::now();
+        self.sketch = true;
+        let first = self.run_threads(
+            mode,
+            max_candidates,
+            sketch.min(time_limit),
+            max_states,
+            threads,
+        );
+        self.sketch = false;
+        let (expanded, classes) = (first.expanded_states, first.classes);
+        let sketch_time_s = start.elapsed().as_secs_f64();
+        let mut out = if first.stopped_by == Some("max-candidates")
+            || first.stopped_by == Some("max-states")
+        {
+            first
+        } else {
+            let left = (time_limit - sketch_time_s).max(1e-3);
+            let mut out = self.run_from(
+                mode,
+                max_candidates,
+                left,
+                max_states.saturating_sub(expanded),
+                threads,
+                first,
+            );
+            out.expanded_states += expanded;
+            out
+        };
+        out.sketch_expanded = expanded;
+        out.sketch_classes = classes;
+        out.sketch_time_s = sketch_time_s;
+        out
+    }
+
+    /// [`Enumerator::run_threads`], starting with the classes of `found`.
+    fn run_from(
+        &mut self,
+        mode: Mode,
+        max_candidates: usize,
+        time_limit: f64,
+        max_states: usize,
+        threads: usize,
+        found: Enumeration,
+    ) -> Enumeration {
         let threads = threads.max(1);
         let start = Instant::now();
         let limit = Duration::from_secs_f64(time_limit);
-        let shared = Shared::new(max_candidates);
+        let shared = Shared::new(max_candidates, found);
         let mut n = Counts::default();
         // With several threads, keys are numbered by one interner from now
         // on.
@@ -3886,6 +4004,7 @@ impl Pass for Compact {
         let mut bodies: Vec<String> = Vec::new();
         let mut used = std::collections::BTreeSet::new();
         let (mut expanded, mut programs, mut candidates, mut classes, mut pruned) = (0, 0, 0, 0, 0);
+        let (mut sketch_expanded, mut sketch_classes, mut sketch_time) = (0, 0, 0.0);
         let mut complete = true;
         let start = Instant::now();
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
@@ -3900,13 +4019,17 @@ impl Pass for Compact {
             } {
                 en.progress = Some(f.name.clone());
             }
-            let res = en.run_threads(
+            let res = en.run_sketched(
                 self.mode,
                 self.max_candidates,
                 self.time_limit,
                 self.max_states,
                 self.threads,
+                self.sketch,
             );
+            sketch_expanded += res.sketch_expanded;
+            sketch_classes += res.sketch_classes;
+            sketch_time += res.sketch_time_s;
             expanded += res.expanded_states;
             programs += res.complete_programs;
             classes += res.classes;
@@ -3970,6 +4093,13 @@ impl Pass for Compact {
         cx.stats.insert("candidates".into(), json!(candidates));
         cx.stats.insert("classes".into(), json!(classes));
         cx.stats.insert("complete".into(), json!(complete));
+        if self.sketch > 0.0 {
+            cx.stats
+                .insert("sketch_expanded".into(), json!(sketch_expanded));
+            cx.stats
+                .insert("sketch_classes".into(), json!(sketch_classes));
+            cx.stats.insert("sketch_time_s".into(), json!(sketch_time));
+        }
         cx.stats.insert(
             "enumeration_time_s".into(),
             json!(start.elapsed().as_secs_f64()),

@@ -571,3 +571,46 @@ fn every_candidate_of_every_small_workload_equals_its_source() {
     }
     assert!(total > 2000, "{total}");
 }
+
+#[test]
+fn a_sketch_changes_no_class() {
+    // `sketch=S` first searches for S seconds pruning by canonical form
+    // alone, then runs `early` starting with what it found: where `early`
+    // finishes, the classes are the ones it finds alone, each emitted
+    // once, and the sketch found some of them.
+    for name in ["gated_mlp", "layernorm_gemm", "lora", "attn_decode"] {
+        let g = small_saturated(name);
+        let mut en = Enumerator::new(&g);
+        let plain = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+        for threads in [1, 2] {
+            let sk = en.run_sketched(Mode::Early, usize::MAX, 600.0, usize::MAX, threads, 300.0);
+            assert!(plain.complete && sk.complete, "{name}");
+            assert_eq!(keys(&plain), keys(&sk), "{name}");
+            assert_eq!(sk.keys.len(), sk.classes, "{name}: a class emitted twice");
+            assert_eq!(sk.candidates.len(), sk.keys.len(), "{name}");
+            assert!(
+                sk.sketch_classes > 0 && sk.sketch_classes <= sk.classes,
+                "{name}: {} of {}",
+                sk.sketch_classes,
+                sk.classes
+            );
+            assert!(sk.sketch_expanded > 0 && sk.sketch_expanded < sk.expanded_states);
+        }
+    }
+}
+
+#[test]
+fn a_sketch_respects_the_limits() {
+    // The candidate limit holds for the sketch and the search after it
+    // together.
+    let g = small_saturated("rmsnorm_mlp");
+    let mut en = Enumerator::new(&g);
+    let e = en.run_sketched(Mode::Early, 7, 600.0, usize::MAX, 1, 300.0);
+    assert_eq!(e.candidates.len(), 7);
+    assert!(!e.complete);
+    assert_eq!(e.stopped_by, Some("max-candidates"));
+    // A sketch cut short by its own time leaves the rest to the search.
+    let e = en.run_sketched(Mode::Early, usize::MAX, 600.0, usize::MAX, 1, 1e-9);
+    assert!(e.complete);
+    assert_eq!(e.classes, 1332);
+}

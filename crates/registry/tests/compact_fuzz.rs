@@ -226,6 +226,10 @@ struct Summary {
     invalid: usize,
     no_candidates: usize,
     limited: usize,
+    /// Cases compared after a sketch, and those where the sketch alone
+    /// missed classes (the search after it found them).
+    sketched: usize,
+    sketch_missed: usize,
     /// One line per disagreement (its sub-e-graph written to a file).
     disagreements: Vec<String>,
 }
@@ -284,9 +288,18 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
                 path.display()
             ));
         }
-        // (Every other case on two threads sharing one record.)
+        // (Every other case on two threads sharing one record; two cases
+        // in four after a sketch, which prunes by canonical form alone.)
         let threads = 1 + case % 2;
-        let early = en.run_threads(Mode::Early, usize::MAX, TIME_LIMIT, MAX_STATES, threads);
+        let sketch = if case % 4 >= 2 { TIME_LIMIT / 2.0 } else { 0.0 };
+        let early = en.run_sketched(
+            Mode::Early,
+            usize::MAX,
+            TIME_LIMIT,
+            MAX_STATES,
+            threads,
+            sketch,
+        );
         if !early.complete {
             sum.limited += 1;
             continue;
@@ -310,18 +323,25 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
                 path.display()
             ));
         }
+        if sketch > 0.0 {
+            sum.sketched += 1;
+            sum.sketch_missed += usize::from(early.sketch_classes < ka.len());
+        }
         sum.compared += 1;
         sum.several_classes += usize::from(ka.len() > 1);
         sum.max_classes = sum.max_classes.max(ka.len());
     }
     report(&format!(
         "compact_fuzz {name}: {cases} cases in {:.1?}: {} compared ({} with several classes, \
-         at most {}), {} disagree; skipped: {} root unbuildable, {} duplicate, {} invalid, \
+         at most {}; {} after a sketch, where the sketch alone missed classes in {}), \
+         {} disagree; skipped: {} root unbuildable, {} duplicate, {} invalid, \
          {} without candidates, {} stopped by a limit",
         start.elapsed(),
         sum.compared,
         sum.several_classes,
         sum.max_classes,
+        sum.sketched,
+        sum.sketch_missed,
         sum.disagreements.len(),
         sum.unbuildable,
         sum.duplicates,
