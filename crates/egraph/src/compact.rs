@@ -2835,7 +2835,10 @@ impl<'a> Enumerator<'a> {
         }
         if self.sketch {
             // (A sketch drops every partial program whose canonical form
-            // was kept before, whatever its context.)
+            // was kept before, whatever its context, which it never
+            // computes: what was found about `t`'s determined classes is
+            // not carried to another partial program.)
+            self.det_fresh = false;
             return if shared.record(cn.key).forms.insert(cn.key) {
                 Verdict::New
             } else {
