@@ -15,9 +15,19 @@ e-nodes: such a value is computed once under the other axes and replicated,
 never computed again in each tile of the replicated axis (docs/passes.md,
 "Where that time goes": this loses classes, so it is no pruning rule).
 
+With `--no-matmul-recompute`, it keeps, in every class whose state
+replicates an axis and whose value needs a matmul (a class with a
+`tile.matmul` or `tensor.matmul` e-node, or an e-node reading such a
+class), only the `par.replicate` e-nodes (a class without one is left
+empty, and what reads it goes): a value made with a matmul is never
+computed again in each tile of a replicated axis (docs/passes.md, "Where
+that time goes", session 16: it keeps the number of classes of every
+workload, but it is not a rule).
+
 Usage:
     python3 bench/erase_axis.py IN.efir OUT.efir AXIS [AXIS ...]
     python3 bench/erase_axis.py IN.efir OUT.efir --no-recompute
+    python3 bench/erase_axis.py IN.efir OUT.efir --no-matmul-recompute
     (AXIS as in the types, without `@`: n4096)
 
 Prints the e-nodes and e-classes before and after on stderr. Fails when a
@@ -35,14 +45,14 @@ ROOT = re.compile(r"^\s*%r\d+ = egraph\.root<(\d+)>")
 def erase(lines, axes):
     """The lines to keep, and (nodes, classes) before and after."""
     marks = [re.compile(rf"@{re.escape(a)}: (part|repl)") for a in axes]
-    return keep(lines, lambda op, ty: not any(p.search(ty) for p in marks))
+    return keep(lines, lambda op, ty, _c: not any(p.search(ty) for p in marks))
 
 
 def no_recompute(lines):
     """`erase` for `--no-recompute`: in a class whose state replicates an
     axis and has another one, only `par.replicate` e-nodes stay."""
 
-    def kept(op, ty):
+    def kept(op, ty, _c):
         st = STATE.findall(ty)
         repl = any(s == "repl" for _, s in st)
         return op == "par.replicate" or not (repl and len(st) >= 2)
@@ -50,8 +60,36 @@ def no_recompute(lines):
     return keep(lines, kept)
 
 
+def no_matmul_recompute(lines):
+    """`erase` for `--no-matmul-recompute`: in a class whose state
+    replicates an axis and whose value needs a matmul, only `par.replicate`
+    e-nodes stay."""
+    nodes = []  # (class, op, operand classes)
+    for line in lines:
+        m = NODE.match(line)
+        if m:
+            kids = [int(x) for x in m.group(3).replace(" ", "").split(",") if x]
+            nodes.append((int(m.group(1)), m.group(2), kids))
+    matmul = set()
+    changed = True
+    while changed:
+        changed = False
+        for c, op, kids in nodes:
+            if c not in matmul and (
+                op in ("tile.matmul", "tensor.matmul") or any(k in matmul for k in kids)
+            ):
+                matmul.add(c)
+                changed = True
+    return keep(
+        lines,
+        lambda op, ty, c: op == "par.replicate"
+        or c not in matmul
+        or not any(s == "repl" for _, s in STATE.findall(ty)),
+    )
+
+
 def keep(lines, kept):
-    """The lines left when the e-nodes `kept(op, type)` rejects are dropped,
+    """The lines left when the e-nodes `kept(op, type, class)` rejects are dropped,
     then every e-node that reads a class left without e-nodes, until none
     does; and (nodes, classes) before and after."""
     nodes = []  # (line, class, operand classes, type)
@@ -63,7 +101,7 @@ def keep(lines, kept):
             kids = [int(x) for x in m.group(3).replace(" ", "").split(",") if x]
             ty = line.split(" : ", 1)[1]
             nodes.append((i, int(m.group(1)), kids, ty))
-            if kept(m.group(2), ty):
+            if kept(m.group(2), ty, int(m.group(1))):
                 alive.add(i)
             continue
         m = ROOT.match(line)
@@ -91,6 +129,8 @@ def main():
     lines = open(src).read().split("\n")
     if axes == ["--no-recompute"]:
         kept, (n0, c0), (n1, c1) = no_recompute(lines)
+    elif axes == ["--no-matmul-recompute"]:
+        kept, (n0, c0), (n1, c1) = no_matmul_recompute(lines)
     else:
         kept, (n0, c0), (n1, c1) = erase(lines, axes)
     with open(out, "w") as f:

@@ -82,3 +82,44 @@ def test_no_recompute_keeps_only_replicates_of_values_under_other_axes():
     assert '%n5 = egraph.node<4, "par.replicate"' in text
     # Replicated over one axis only: kept as it is.
     assert '%n6 = egraph.node<5, "ew.exp"' in text
+
+
+# Class 3 is `a @ b` tiled over @m4 and replicated over @n8: computed again
+# in each @n8 tile (`tile.matmul` of classes 5 and 6) or computed once and
+# replicated (class 2); class 7 (`exp` of it, replicated) needs the matmul
+# too and has no `par.replicate` e-node, so it is left empty and the
+# combine reading it goes. Class 8 is replicated but needs no matmul.
+MATMUL_RECOMPUTE = """func @h(%a: tensor<4x8xf16>, %b: tensor<8x8xf16>) -> tensor<4x8xf16> {
+  %n0 = egraph.node<0, "arg", []> {param = 0} : tensor<4x8xf16>
+  %n1 = egraph.node<1, "arg", []> {param = 1} : tensor<8x8xf16>
+  %n2 = egraph.node<4, "par.partition", [0]> {dim = 0, axis = @m4} : tensor<4x8xf16, @m4: part(0)>
+  %n3 = egraph.node<2, "tile.matmul", [4, 1]> : tensor<4x8xf16, @m4: part(0)>
+  %n4 = egraph.node<3, "par.replicate", [2]> {axis = @n8} : tensor<4x8xf16, @m4: part(0), @n8: repl>
+  %n5 = egraph.node<3, "tile.matmul", [5, 6]> : tensor<4x8xf16, @m4: part(0), @n8: repl>
+  %n6 = egraph.node<5, "par.replicate", [4]> {axis = @n8} : tensor<4x8xf16, @m4: part(0), @n8: repl>
+  %n7 = egraph.node<6, "par.replicate", [1]> {axis = @n8} : tensor<8x8xf16, @n8: repl>
+  %n8 = egraph.node<7, "ew.exp", [3]> : tensor<4x8xf16, @m4: part(0), @n8: repl>
+  %n9 = egraph.node<8, "ew.exp", [5]> : tensor<4x8xf16, @m4: part(0), @n8: repl>
+  %n10 = egraph.node<9, "par.combine", [2]> {dim = 0, axis = @m4} : tensor<4x8xf16>
+  %n11 = egraph.node<9, "par.combine", [7]> {dim = 0, axis = @m4} : tensor<4x8xf16>
+  %r0 = egraph.root<9> : tensor<4x8xf16>
+  return %r0 : tensor<4x8xf16>
+}"""
+
+
+def test_no_matmul_recompute_keeps_only_replicates_of_values_that_need_a_matmul():
+    lines = MATMUL_RECOMPUTE.split("\n")
+    kept, before, after = erase_axis.no_matmul_recompute(lines)
+    text = "\n".join(kept)
+    assert before == (12, 10)
+    assert after == (9, 9)
+    # The matmul computed again in each @n8 tile is gone, its replicated
+    # form stays.
+    assert '%n5 = egraph.node<3, "tile.matmul"' not in text
+    assert '%n4 = egraph.node<3, "par.replicate"' in text
+    # `exp` of the replicated matmul has no replicate form: gone, with the
+    # combine that reads it.
+    assert '%n8 = egraph.node<7' not in text and "%n11 =" not in text
+    # Replicated values that need no matmul stay as they are.
+    assert '%n9 = egraph.node<8, "ew.exp"' in text
+    assert '%n6 = egraph.node<5, "par.replicate"' in text
