@@ -83,6 +83,7 @@ pub const INFO: PassInfo = PassInfo {
         ("time-limit", "stop after this many seconds per function (default 10)"),
         ("max-states", "stop after expanding this many partial programs per function (default 1000000)"),
         ("threads", "search on this many threads sharing one record (default 1; with more, the order of the candidates varies between runs)"),
+        ("sketch", "mode=early only: first search at most this many seconds pruning by canonical form alone, then search soundly from the classes found (default 0, none)"),
     ],
     create: |o| Ok(Box::new(Compact::from_options(o)?)),
 };
@@ -128,17 +129,7 @@ pub struct Compact {
 impl Compact {
     /// From pass options.
     pub fn from_options(o: &PassOptions) -> Result<Compact, String> {
-        o.check_known(
-            "compact",
-            &[
-                "mode",
-                "max-candidates",
-                "time-limit",
-                "max-states",
-                "threads",
-                "sketch",
-            ],
-        )?;
+        INFO.check_options(o)?;
         let mode = match o.values.get("mode").map(String::as_str) {
             None | Some("early") => Mode::Early,
             Some("after") => Mode::After,

@@ -34,7 +34,7 @@ pub struct Extract {
 impl Extract {
     /// From pass options.
     pub fn from_options(o: &PassOptions) -> Result<Extract, String> {
-        o.check_known("extract", &["mode", "launch-bytes", "file"])?;
+        INFO.check_options(o)?;
         let target = match o.values.get("mode").map(String::as_str) {
             None | Some("greedy") => None,
             Some("target") => Some(

@@ -40,10 +40,7 @@ pub struct Saturate {
 impl Saturate {
     /// From pass options.
     pub fn from_options(o: &PassOptions) -> Result<Saturate, String> {
-        o.check_known(
-            "saturate",
-            &["families", "iter-limit", "node-limit", "time-limit"],
-        )?;
+        INFO.check_options(o)?;
         let families: Vec<String> = match o.values.get("families") {
             None => FAMILIES.iter().map(|s| s.to_string()).collect(),
             Some(v) => v

@@ -119,6 +119,15 @@ pub struct PassInfo {
     pub create: fn(&PassOptions) -> Result<Box<dyn Pass>, String>,
 }
 
+impl PassInfo {
+    /// Reject options this pass does not list (so that `--help` and what
+    /// the pass accepts cannot disagree).
+    pub fn check_options(&self, o: &PassOptions) -> Result<(), String> {
+        let known: Vec<&str> = self.options.iter().map(|(k, _)| *k).collect();
+        o.check_known(self.name, &known)
+    }
+}
+
 /// A pipeline of pass instances.
 #[derive(Default)]
 pub struct PassManager {
@@ -212,5 +221,22 @@ mod tests {
         assert_eq!(l.get_usize("n", 0), Ok(3));
         assert!(PassOptions::parse("a=1,a=2").is_err());
         assert!(o.get_usize("b", 0).is_err());
+    }
+
+    #[test]
+    fn a_pass_accepts_the_options_it_lists() {
+        const INFO: PassInfo = PassInfo {
+            name: "p",
+            summary: "",
+            options: &[("a", ""), ("b", "")],
+            create: |_| Err(String::new()),
+        };
+        let ok = PassOptions::parse("a=1, b=true").unwrap();
+        assert_eq!(INFO.check_options(&ok), Ok(()));
+        let bad = PassOptions::parse("a=1, c=2").unwrap();
+        assert_eq!(
+            INFO.check_options(&bad),
+            Err("pass `p` has no option `c` (options: a, b)".to_string())
+        );
     }
 }

@@ -22,7 +22,7 @@ pub const INFO: PassInfo = PassInfo {
         ("dce", "remove values that are never used (default true)"),
     ],
     create: |o| {
-        o.check_known("canonicalize", &["fold", "cse", "dce"])?;
+        INFO.check_options(o)?;
         Ok(Box::new(Canonicalize {
             fold: o.get_bool("fold", true)?,
             cse: o.get_bool("cse", true)?,

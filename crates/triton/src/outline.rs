@@ -24,7 +24,7 @@ pub const INFO: PassInfo = PassInfo {
     summary: "Outline each kernel of a candidate program into a function and launch them in order (kernel dialect)",
     options: &[],
     create: |o| {
-        o.check_known("lower-to-kernels", &[])?;
+        INFO.check_options(o)?;
         Ok(Box::new(LowerToKernels))
     },
 };
