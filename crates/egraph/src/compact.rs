@@ -83,6 +83,7 @@ pub const INFO: PassInfo = PassInfo {
         ("time-limit", "stop after this many seconds per function (default 10)"),
         ("max-states", "stop after expanding this many partial programs per function (default 1000000)"),
         ("threads", "search on this many threads sharing one record (default 1; with more, the order of the candidates varies between runs)"),
+        ("replicas", "view (default): under a replicated axis, a value that needs a matmul is only the replicate of the value without that axis; compute: it may also be computed there (the whole space)"),
         ("sketch", "mode=early only: first search at most this many seconds pruning by canonical form alone, then search soundly from the classes found (default 0, none)"),
     ],
     create: |o| Ok(Box::new(Compact::from_options(o)?)),
@@ -109,6 +110,101 @@ impl Mode {
     }
 }
 
+/// Which e-nodes the candidate space allows where a value that needs a
+/// matmul lives under a replicated axis (pass option `replicas`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replicas {
+    /// Such a value is only ever the replicate (a view) of the value
+    /// without that axis: in an e-class whose state replicates an axis and
+    /// whose value needs a matmul (an e-node is a matmul or reads such an
+    /// e-class), only the `par.replicate` e-nodes are options, and then no
+    /// e-node that reads an e-class left without options is. The other
+    /// e-nodes compute the same value in each tile of the replicated axis,
+    /// which a replicate of it computed under the other axes also does,
+    /// and the canonical form does not see where a replicate sits, so
+    /// they write the same classes again (see `docs/passes.md`).
+    View,
+    /// Every e-node is an option (the whole space).
+    Compute,
+}
+
+impl Replicas {
+    fn name(self) -> &'static str {
+        match self {
+            Replicas::View => "view",
+            Replicas::Compute => "compute",
+        }
+    }
+}
+
+/// Which options of each class the space of [`Replicas::View`] keeps:
+/// in a class whose state replicates an axis and whose value needs a
+/// matmul, only `par.replicate`; then, until none is left, no option that
+/// reads a class without options.
+fn replica_mask(
+    eg: &EGraph,
+    ids: &[Id],
+    options: &[Vec<SymbolLang>],
+    kids: &[Vec<Vec<u32>>],
+) -> Vec<Vec<bool>> {
+    let n = ids.len();
+    let mut matmul = vec![false; n];
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for c in 0..n {
+            if matmul[c] {
+                continue;
+            }
+            let needs = options[c].iter().zip(&kids[c]).any(|(o, ks)| {
+                matches!(o.op.as_str(), "tile.matmul" | "tensor.matmul")
+                    || ks.iter().any(|k| matmul[*k as usize])
+            });
+            if needs {
+                matmul[c] = true;
+                changed = true;
+            }
+        }
+    }
+    // A state that replicates an axis and has another one: without the
+    // replicated axes, the value still has a parallel state, so it can be
+    // computed in the tile (a matmul without parallel state is stored by
+    // its kernel, and computing it in each tile of the replicated axis is
+    // then the only way to fuse it into its reader).
+    let replicated = |c: usize| {
+        eg[ids[c]].data.ty().is_some_and(|t| {
+            t.leaves().iter().any(|l| {
+                l.state.values().any(|s| matches!(s, AxisState::Repl))
+                    && l.state.values().any(|s| !matches!(s, AxisState::Repl))
+            })
+        })
+    };
+    let mut keep: Vec<Vec<bool>> = (0..n)
+        .map(|c| {
+            let only_views = matmul[c] && replicated(c);
+            options[c]
+                .iter()
+                .map(|o| !only_views || o.op.as_str() == "par.replicate")
+                .collect()
+        })
+        .collect();
+    loop {
+        let empty: Vec<bool> = keep.iter().map(|k| !k.iter().any(|x| *x)).collect();
+        let mut changed = false;
+        for c in 0..n {
+            for (j, ks) in kids[c].iter().enumerate() {
+                if keep[c][j] && ks.iter().any(|k| empty[*k as usize]) {
+                    keep[c][j] = false;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return keep;
+        }
+    }
+}
+
 /// The pass.
 pub struct Compact {
     /// The mode.
@@ -124,6 +220,8 @@ pub struct Compact {
     /// Seconds of sketch before `early`'s search (0: none; see
     /// [`Enumerator::run_sketched`]).
     pub sketch: f64,
+    /// The space under replicated axes.
+    pub replicas: Replicas,
 }
 
 impl Compact {
@@ -155,9 +253,19 @@ impl Compact {
         if sketch > 0.0 && mode != Mode::Early {
             return Err("option `sketch` is for `mode=early` only".to_string());
         }
+        let replicas = match o.values.get("replicas").map(String::as_str) {
+            None | Some("view") => Replicas::View,
+            Some("compute") => Replicas::Compute,
+            Some(r) => {
+                return Err(format!(
+                    "option `replicas` must be `view` or `compute`, found `{r}`"
+                ))
+            }
+        };
         Ok(Compact {
             mode,
             sketch,
+            replicas,
             max_candidates: o.get_usize("max-candidates", 64)?,
             time_limit,
             max_states: o.get_usize("max-states", 1_000_000)?,
@@ -398,6 +506,8 @@ pub struct Enumerator<'a> {
     sketch: bool,
     /// The keys of holes.
     hole_of_key: FxHashSet<u32>,
+    /// The text of each label (for [`Enumerator::key_text`]).
+    label_names: Vec<String>,
     /// Options that compute nothing: parameters and constants.
     leaf: Vec<Vec<bool>>,
     /// For matmuls, reductions and reducing combines whose result has no
@@ -898,8 +1008,19 @@ impl egg::CostFunction<SymbolLang> for OrderCost<'_> {
 }
 
 impl<'a> Enumerator<'a> {
-    /// Prepare the enumeration of `g`'s candidates.
+    /// Prepare the enumeration of `g`'s candidates, in the whole space
+    /// ([`Replicas::Compute`]).
     pub fn new(g: &'a Graph) -> Enumerator<'a> {
+        match Enumerator::new_in(g, Replicas::Compute) {
+            Ok(en) => en,
+            Err(e) => unreachable!("the whole space removes no e-node: {e}"),
+        }
+    }
+
+    /// Prepare the enumeration of `g`'s candidates in the space `replicas`
+    /// says (see [`Replicas`]). Fails when that space leaves a result
+    /// without a program.
+    pub fn new_in(g: &'a Graph, replicas: Replicas) -> Result<Enumerator<'a>, String> {
         let eg = &g.egraph;
         let mut ids = Vec::new();
         let mut index = HashMap::new();
@@ -955,6 +1076,10 @@ impl<'a> Enumerator<'a> {
             options.push(opts);
             kids.push(ks);
         }
+        let keep = match replicas {
+            Replicas::Compute => None,
+            Replicas::View => Some(replica_mask(eg, &ids, &options, &kids)),
+        };
         let cats: Vec<Vec<(u8, String)>> = (0..ids.len())
             .map(|c| {
                 (0..options[c].len())
@@ -1070,6 +1195,49 @@ impl<'a> Enumerator<'a> {
         let kvalue: Vec<u32> = (0..ids.len() as u32)
             .map(|c| find(&mut kparent, c))
             .collect();
+        // Value classes are the values', so they come from every e-node;
+        // the options the space leaves are the rest's.
+        let (options, kids, cats) = match &keep {
+            None => (options, kids, cats),
+            Some(keep) => {
+                let mut options = options;
+                let mut kids = kids;
+                let mut cats = cats;
+                for c in 0..ids.len() {
+                    let mut j = 0;
+                    options[c].retain(|_| {
+                        j += 1;
+                        keep[c][j - 1]
+                    });
+                    let mut j = 0;
+                    kids[c].retain(|_| {
+                        j += 1;
+                        keep[c][j - 1]
+                    });
+                    let mut j = 0;
+                    cats[c].retain(|_| {
+                        j += 1;
+                        keep[c][j - 1]
+                    });
+                }
+                (options, kids, cats)
+            }
+        };
+        let reduce_loop = |c: usize, j: usize| options[c][j].op.as_str() == "par.reduce";
+        let mut roots = Vec::new();
+        for r in &g.roots {
+            if let Some(i) = index.get(&eg.find(*r)) {
+                if options[*i as usize].is_empty() {
+                    return Err(format!(
+                        "`replicas={}` leaves result {} without a program (its e-class {} has no e-node left)",
+                        replicas.name(),
+                        roots.len(),
+                        eg.find(*r)
+                    ));
+                }
+                roots.push(*i);
+            }
+        }
         // Labels of pointwise ops and other ops name their value class.
         let mut labels: HashMap<String, u32> = HashMap::new();
         let mut label_id = |label: String| {
@@ -1109,6 +1277,10 @@ impl<'a> Enumerator<'a> {
             .iter()
             .map(|id| label_id(format!("materialize|{}", stateless_type(eg[*id].data.ty()))))
             .collect();
+        let mut label_names = vec![String::new(); labels.len()];
+        for (l, i) in labels {
+            label_names[i as usize] = l;
+        }
         let kind: Vec<Vec<Kind>> = cats
             .iter()
             .enumerate()
@@ -1140,12 +1312,6 @@ impl<'a> Enumerator<'a> {
                     .collect()
             })
             .collect();
-        let mut roots = Vec::new();
-        for r in &g.roots {
-            if let Some(i) = index.get(&eg.find(*r)) {
-                roots.push(*i);
-            }
-        }
         let leaf = options
             .iter()
             .map(|os| {
@@ -1236,6 +1402,7 @@ impl<'a> Enumerator<'a> {
             hole_key: Vec::new(),
             sketch: false,
             hole_of_key: FxHashSet::default(),
+            label_names,
         };
         let mut org: Vec<Option<u32>> = vec![None; en.ids.len()];
         en.several_orgs = vec![false; en.values];
@@ -1257,7 +1424,54 @@ impl<'a> Enumerator<'a> {
             .collect();
         en.hole_of_key = en.hole_key.iter().copied().collect();
         en.treaders = en.tuple_readers();
-        en
+        Ok(en)
+    }
+
+    /// The canonical keys of `e`'s classes as text, comparable between
+    /// enumerators of one e-graph in different spaces (keys are numbered
+    /// per enumerator; labels name value classes, which come from every
+    /// e-node in any space).
+    pub fn class_texts(&self, e: &Enumeration) -> std::collections::BTreeSet<String> {
+        let mut parts: Vec<&[u32]> = vec![&[]; self.interner.len()];
+        for (v, k) in &self.interner {
+            if let Some(p) = parts.get_mut(*k as usize) {
+                *p = v;
+            }
+        }
+        let mut memo: HashMap<u32, String> = HashMap::new();
+        e.keys
+            .iter()
+            .map(|k| self.key_text(*k, &parts, &mut memo))
+            .collect()
+    }
+
+    fn key_text(&self, k: u32, parts: &[&[u32]], memo: &mut HashMap<u32, String>) -> String {
+        if let Some(t) = memo.get(&k) {
+            return t.clone();
+        }
+        let p = parts.get(k as usize).copied().unwrap_or(&[]);
+        let t = match p.split_first() {
+            None => format!("?{k}"),
+            Some((&HOLE, rest)) => format!("hole{rest:?}"),
+            Some((&l, rest)) => {
+                let head = match l {
+                    ROOTS => "roots",
+                    l => self.label_names.get(l as usize).map_or("?", String::as_str),
+                };
+                let mut kids: Vec<String> = rest
+                    .iter()
+                    .map(|x| self.key_text(*x, parts, memo))
+                    .collect();
+                // A pointwise region's inputs are a set, ordered by key
+                // number, which is per enumerator.
+                if head.contains("|pointwise|") {
+                    kids.sort();
+                }
+                format!("{head}({})", kids.join(", "))
+            }
+        };
+        memo.insert(k, t.clone());
+        t
     }
 
     /// Every field of the tuple-typed class `c`, as bits.
@@ -4005,7 +4219,7 @@ impl Pass for Compact {
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
             let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
             let g = graph_of(f, m).map_err(|e| fail(cx, e))?;
-            let mut en = Enumerator::new(&g);
+            let mut en = Enumerator::new_in(&g, self.replicas).map_err(|e| fail(cx, e))?;
             // Progress on long enumerations, when a person is watching (or
             // EFIR_PROGRESS is set).
             if std::env::var_os("EFIR_PROGRESS").is_some() || {

@@ -3,7 +3,7 @@
 //! finish, and limits stop enumeration with a warning and valid output.
 
 use efir_driver::PassFlag;
-use efir_egraph::compact::{Enumeration, Enumerator, Mode};
+use efir_egraph::compact::{Enumeration, Enumerator, Mode, Replicas};
 use efir_egraph::convert::Graph;
 use efir_egraph::rules::FAMILIES;
 use efir_egraph::saturate::run_rules;
@@ -613,4 +613,74 @@ fn a_sketch_respects_the_limits() {
     let e = en.run_sketched(Mode::Early, usize::MAX, 600.0, usize::MAX, 1, 1e-9);
     assert!(e.complete);
     assert_eq!(e.classes, 1332);
+}
+
+#[test]
+#[allow(clippy::print_stderr)]
+fn replicas_as_views_lose_no_class() {
+    // `replicas=view` (the pass's default) keeps, under a replicated axis,
+    // only the replicate of a value that needs a matmul: the other e-nodes
+    // write the same classes again. Every small workload whose whole space
+    // `early` enumerates within the test's time has the same classes
+    // (rendered as text: keys are numbered per enumerator) in both.
+    let mut cut = 0;
+    for name in [
+        "ngpt",
+        "gated_mlp",
+        "layernorm_gemm",
+        "lora",
+        "rmsnorm_mlp",
+        "attn_decode",
+    ] {
+        let g = small_saturated(name);
+        let mut whole = Enumerator::new(&g);
+        let mut view = Enumerator::new_in(&g, Replicas::View).unwrap();
+        let a = whole.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+        let b = view.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+        assert!(a.complete && b.complete, "{name}");
+        let (ta, tb) = (whole.class_texts(&a), view.class_texts(&b));
+        assert_eq!(ta.len(), a.classes, "{name}: two classes render alike");
+        assert_eq!(ta, tb, "{name}");
+        if b.expanded_states < a.expanded_states {
+            cut += 1;
+        }
+        eprintln!(
+            "{name}: {} classes, {} expanded in the whole space, {} with replicas as views",
+            a.classes, a.expanded_states, b.expanded_states
+        );
+    }
+    // (The space is smaller somewhere, or the test shows nothing.)
+    assert!(cut >= 1, "{cut}");
+}
+
+#[test]
+#[ignore = "about 13 minutes on two threads; run by hand"]
+#[allow(clippy::print_stderr)]
+fn replicas_as_views_lose_no_class_of_rmsnorm_swiglu() {
+    // The workload the restriction is for: the whole space takes
+    // `early` 12 minutes on two threads (B=16, as `efir-opt --saturate`
+    // writes it; `--small` shapes are not faster).
+    let reg = efir_registry::registry();
+    let src = std::fs::read_to_string(root().join("examples/rmsnorm_swiglu.efir")).unwrap();
+    let out = efir_driver::run_case(&src, &reg, &[flag("saturate", "")], PrintOptions::default())
+        .unwrap();
+    let (m, d) = parse_and_verify(out.text.as_deref().unwrap(), &reg);
+    assert!(d.is_empty());
+    let g = efir_egraph::saturate::graph_of(&m.funcs[0], &m).unwrap();
+    let mut view = Enumerator::new_in(&g, Replicas::View).unwrap();
+    let b = view.run_threads(Mode::Early, usize::MAX, 3600.0, usize::MAX, 2);
+    let mut whole = Enumerator::new(&g);
+    let a = whole.run_threads(Mode::Early, usize::MAX, 3600.0, usize::MAX, 2);
+    assert!(a.complete && b.complete);
+    let (ta, tb) = (whole.class_texts(&a), view.class_texts(&b));
+    eprintln!(
+        "rmsnorm_swiglu: {} classes ({} in the whole space), {} in both; {} expanded in the whole space, {} with replicas as views",
+        tb.len(),
+        ta.len(),
+        ta.intersection(&tb).count(),
+        a.expanded_states,
+        b.expanded_states
+    );
+    assert_eq!(ta.len(), a.classes);
+    assert_eq!(ta, tb);
 }

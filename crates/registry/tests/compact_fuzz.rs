@@ -13,7 +13,7 @@
 //! shows it, and with RUN lines it becomes a lit test like
 //! `lit-tests/Pass/compact-holes.efir`.
 
-use efir_egraph::compact::{Enumerator, Mode};
+use efir_egraph::compact::{Enumerator, Mode, Replicas};
 use efir_egraph::convert::to_egraph_text;
 use efir_egraph::rules::FAMILIES;
 use efir_egraph::saturate::{graph_of, library_refs, library_used, run_rules};
@@ -230,6 +230,12 @@ struct Summary {
     /// missed classes (the search after it found them).
     sketched: usize,
     sketch_missed: usize,
+    /// Cases in the space of `replicas=view` where it left a result
+    /// without a program; cases where the whole space was enumerated too,
+    /// and those where it has classes `replicas=view` has not.
+    view_empty: usize,
+    view_compared: usize,
+    view_lost: usize,
     /// One line per disagreement (its sub-e-graph written to a file).
     disagreements: Vec<String>,
 }
@@ -267,7 +273,20 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
             continue;
         };
         // One enumerator for both runs: keys are interned per enumerator.
-        let mut en = Enumerator::new(&g);
+        // A third of the cases are in the space of `replicas=view` (the
+        // pass's default), the others in the whole space.
+        let view = case % 3 == 2;
+        let mut en = if view {
+            match Enumerator::new_in(&g, Replicas::View) {
+                Ok(en) => en,
+                Err(_) => {
+                    sum.view_empty += 1;
+                    continue;
+                }
+            }
+        } else {
+            Enumerator::new(&g)
+        };
         // `after` first: it expands more, and when it stops at a limit the
         // case is skipped without running `early`.
         let after = en.run(Mode::After, usize::MAX, TIME_LIMIT, MAX_STATES);
@@ -323,6 +342,29 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
                 path.display()
             ));
         }
+        if view {
+            // What the restriction costs on a sub-e-graph: the classes of
+            // the whole space that `replicas=view` has no program for (it
+            // has no class of its own: its programs are programs of the
+            // whole space).
+            let mut whole = Enumerator::new(&g);
+            let all = whole.run(Mode::After, usize::MAX, TIME_LIMIT, MAX_STATES);
+            if all.complete {
+                let (tw, tv) = (whole.class_texts(&all), en.class_texts(&after));
+                sum.view_compared += 1;
+                sum.view_lost += usize::from(tw != tv);
+                if !tw.is_superset(&tv) {
+                    let path =
+                        std::env::temp_dir().join(format!("compact-fuzz-{name}-{seed:x}.efir"));
+                    let _ = std::fs::write(&path, &text);
+                    sum.disagreements.push(format!(
+                        "{name}, seed {seed:#x} (case {case}): replicas=view found a class \
+                         the whole space has not; the sub-e-graph is in {}",
+                        path.display()
+                    ));
+                }
+            }
+        }
         if sketch > 0.0 {
             sum.sketched += 1;
             sum.sketch_missed += usize::from(early.sketch_classes < ka.len());
@@ -335,7 +377,9 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
         "compact_fuzz {name}: {cases} cases in {:.1?}: {} compared ({} with several classes, \
          at most {}; {} after a sketch, where the sketch alone missed classes in {}), \
          {} disagree; skipped: {} root unbuildable, {} duplicate, {} invalid, \
-         {} without candidates, {} stopped by a limit",
+         {} without candidates, {} stopped by a limit; in the space of replicas=view: \
+         {} compared with the whole space, which had more classes in {}, \
+         {} left without a program",
         start.elapsed(),
         sum.compared,
         sum.several_classes,
@@ -347,7 +391,10 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
         sum.duplicates,
         sum.invalid,
         sum.no_candidates,
-        sum.limited
+        sum.limited,
+        sum.view_compared,
+        sum.view_lost,
+        sum.view_empty
     ));
     sum
 }
