@@ -4296,6 +4296,8 @@ impl Pass for Compact {
         let workers = self.threads.min(bodies.len().div_ceil(256));
         *m = parse_candidates(&text, &bodies, &library, &library_names, workers, cx)?;
         cx.stats.insert("mode".into(), json!(self.mode.name()));
+        cx.stats
+            .insert("replicas".into(), json!(self.replicas.name()));
         cx.stats.insert("expanded_states".into(), json!(expanded));
         cx.stats.insert("pruned_states".into(), json!(pruned));
         cx.stats.insert("complete_programs".into(), json!(programs));
