@@ -83,7 +83,7 @@ pub const INFO: PassInfo = PassInfo {
         ("time-limit", "stop after this many seconds per function (default 10)"),
         ("max-states", "stop after expanding this many partial programs per function (default 1000000)"),
         ("threads", "search on this many threads sharing one record (default 1; with more, the order of the candidates varies between runs)"),
-        ("replicas", "view (default): under a replicated axis, a value that needs a matmul is only the replicate of the value without that axis; compute: it may also be computed there (the whole space)"),
+        ("replicas", "view (default): under a replicated axis, a value that needs a matmul is only the replicate of the value without that axis, where that value has another axis; compute: it may also be computed there (the whole space)"),
         ("sketch", "mode=early only: first search at most this many seconds pruning by canonical form alone, then search soundly from the classes found (default 0, none)"),
     ],
     create: |o| Ok(Box::new(Compact::from_options(o)?)),
@@ -115,7 +115,8 @@ impl Mode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Replicas {
     /// Such a value is only ever the replicate (a view) of the value
-    /// without that axis: in an e-class whose state replicates an axis and
+    /// without that axis, where that value still has a parallel state: in
+    /// an e-class whose state replicates an axis and has another one, and
     /// whose value needs a matmul (an e-node is a matmul or reads such an
     /// e-class), only the `par.replicate` e-nodes are options, and then no
     /// e-node that reads an e-class left without options is. The other
@@ -138,8 +139,8 @@ impl Replicas {
 }
 
 /// Which options of each class the space of [`Replicas::View`] keeps:
-/// in a class whose state replicates an axis and whose value needs a
-/// matmul, only `par.replicate`; then, until none is left, no option that
+/// in a class whose state replicates an axis and has another one, and
+/// whose value needs a matmul, only `par.replicate`; then, until none is left, no option that
 /// reads a class without options.
 fn replica_mask(
     eg: &EGraph,
@@ -1229,10 +1230,9 @@ impl<'a> Enumerator<'a> {
             if let Some(i) = index.get(&eg.find(*r)) {
                 if options[*i as usize].is_empty() {
                     return Err(format!(
-                        "`replicas={}` leaves result {} without a program (its e-class {} has no e-node left)",
+                        "`replicas={}` leaves result {} without a program: every e-node of its e-class reads, directly or through others, a value that needs a matmul and is computed only under a replicated axis (`--compact=replicas=compute` enumerates the whole space)",
                         replicas.name(),
                         roots.len(),
-                        eg.find(*r)
                     ));
                 }
                 roots.push(*i);
