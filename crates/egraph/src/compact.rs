@@ -119,7 +119,8 @@ pub enum Replicas {
     /// an e-class whose state replicates an axis and has another one, and
     /// whose value needs a matmul (an e-node is a matmul or reads such an
     /// e-class), only the `par.replicate` e-nodes are options, and then no
-    /// e-node that reads an e-class left without options is. The other
+    /// e-node that reads an e-class no acyclic program can build with the
+    /// options left is. The other
     /// e-nodes compute the same value in each tile of the replicated axis,
     /// which a replicate of it computed under the other axes also does,
     /// and the canonical form does not see where a replicate sits, so
@@ -140,8 +141,8 @@ impl Replicas {
 
 /// Which options of each class the space of [`Replicas::View`] keeps:
 /// in a class whose state replicates an axis and has another one, and
-/// whose value needs a matmul, only `par.replicate`; then, until none is left, no option that
-/// reads a class without options.
+/// whose value needs a matmul, only `par.replicate`; then no option that
+/// reads a class that no acyclic program can build with the options left.
 fn replica_mask(
     eg: &EGraph,
     ids: &[Id],
@@ -189,21 +190,32 @@ fn replica_mask(
                 .collect()
         })
         .collect();
-    loop {
-        let empty: Vec<bool> = keep.iter().map(|k| !k.iter().any(|x| *x)).collect();
-        let mut changed = false;
+    // The classes an acyclic program can still build (least fixpoint: a
+    // class is buildable when a kept option reads only buildable classes),
+    // and no option that reads another class: a class left with options
+    // that only lead back to itself has no program either.
+    let mut buildable = vec![false; n];
+    let mut changed = true;
+    while changed {
+        changed = false;
         for c in 0..n {
-            for (j, ks) in kids[c].iter().enumerate() {
-                if keep[c][j] && ks.iter().any(|k| empty[*k as usize]) {
-                    keep[c][j] = false;
-                    changed = true;
-                }
+            if !buildable[c]
+                && (0..kids[c].len())
+                    .any(|j| keep[c][j] && kids[c][j].iter().all(|k| buildable[*k as usize]))
+            {
+                buildable[c] = true;
+                changed = true;
             }
         }
-        if !changed {
-            return keep;
+    }
+    for c in 0..n {
+        for (j, ks) in kids[c].iter().enumerate() {
+            if ks.iter().any(|k| !buildable[*k as usize]) {
+                keep[c][j] = false;
+            }
         }
     }
+    keep
 }
 
 /// The pass.
@@ -1230,7 +1242,7 @@ impl<'a> Enumerator<'a> {
             if let Some(i) = index.get(&eg.find(*r)) {
                 if options[*i as usize].is_empty() {
                     return Err(format!(
-                        "`replicas={}` leaves result {} without a program: every e-node of its e-class reads, directly or through others, a value that needs a matmul and is computed only under a replicated axis (`--compact=replicas=compute` enumerates the whole space)",
+                        "`replicas={}` leaves result {} without a program: every e-node of its e-class reads, directly or through others, a value that needs a matmul and is computed only under a replicated axis, or leads back to it (`--compact=replicas=compute` enumerates the whole space)",
                         replicas.name(),
                         roots.len(),
                     ));

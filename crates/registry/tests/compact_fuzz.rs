@@ -307,6 +307,29 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
                 path.display()
             ));
         }
+        if view {
+            // What the restriction costs on a sub-e-graph: the classes of
+            // the whole space that `replicas=view` has no program for (it
+            // has no class of its own: its programs are programs of the
+            // whole space).
+            let mut whole = Enumerator::new(&g);
+            let all = whole.run(Mode::After, usize::MAX, TIME_LIMIT, MAX_STATES);
+            if all.complete {
+                let (tw, tv) = (whole.class_texts(&all), en.class_texts(&after));
+                sum.view_compared += 1;
+                sum.view_lost += usize::from(tw != tv);
+                if !tw.is_superset(&tv) {
+                    let path =
+                        std::env::temp_dir().join(format!("compact-fuzz-{name}-{seed:x}.efir"));
+                    let _ = std::fs::write(&path, &text);
+                    sum.disagreements.push(format!(
+                        "{name}, seed {seed:#x} (case {case}): replicas=view found a class \
+                         the whole space has not; the sub-e-graph is in {}",
+                        path.display()
+                    ));
+                }
+            }
+        }
         // (Every other case on two threads sharing one record; two cases
         // in four after a sketch, which prunes by canonical form alone.)
         let threads = 1 + case % 2;
@@ -341,29 +364,6 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
                 ka.difference(&ke).count(),
                 path.display()
             ));
-        }
-        if view {
-            // What the restriction costs on a sub-e-graph: the classes of
-            // the whole space that `replicas=view` has no program for (it
-            // has no class of its own: its programs are programs of the
-            // whole space).
-            let mut whole = Enumerator::new(&g);
-            let all = whole.run(Mode::After, usize::MAX, TIME_LIMIT, MAX_STATES);
-            if all.complete {
-                let (tw, tv) = (whole.class_texts(&all), en.class_texts(&after));
-                sum.view_compared += 1;
-                sum.view_lost += usize::from(tw != tv);
-                if !tw.is_superset(&tv) {
-                    let path =
-                        std::env::temp_dir().join(format!("compact-fuzz-{name}-{seed:x}.efir"));
-                    let _ = std::fs::write(&path, &text);
-                    sum.disagreements.push(format!(
-                        "{name}, seed {seed:#x} (case {case}): replicas=view found a class \
-                         the whole space has not; the sub-e-graph is in {}",
-                        path.display()
-                    ));
-                }
-            }
         }
         if sketch > 0.0 {
             sum.sketched += 1;
