@@ -218,6 +218,12 @@ fn replica_mask(
     keep
 }
 
+/// Keep the elements of `v` whose place `keep` marks.
+fn retain_marked<T>(v: &mut Vec<T>, keep: &[bool]) {
+    let mut marks = keep.iter();
+    v.retain(|_| marks.next().copied().unwrap_or(false));
+}
+
 /// The pass.
 pub struct Compact {
     /// The mode.
@@ -1210,32 +1216,14 @@ impl<'a> Enumerator<'a> {
             .collect();
         // Value classes are the values', so they come from every e-node;
         // the options the space leaves are the rest's.
-        let (options, kids, cats) = match &keep {
-            None => (options, kids, cats),
-            Some(keep) => {
-                let mut options = options;
-                let mut kids = kids;
-                let mut cats = cats;
-                for c in 0..ids.len() {
-                    let mut j = 0;
-                    options[c].retain(|_| {
-                        j += 1;
-                        keep[c][j - 1]
-                    });
-                    let mut j = 0;
-                    kids[c].retain(|_| {
-                        j += 1;
-                        keep[c][j - 1]
-                    });
-                    let mut j = 0;
-                    cats[c].retain(|_| {
-                        j += 1;
-                        keep[c][j - 1]
-                    });
-                }
-                (options, kids, cats)
+        let (mut options, mut kids, mut cats) = (options, kids, cats);
+        if let Some(keep) = &keep {
+            for (c, keep) in keep.iter().enumerate() {
+                retain_marked(&mut options[c], keep);
+                retain_marked(&mut kids[c], keep);
+                retain_marked(&mut cats[c], keep);
             }
-        };
+        }
         let reduce_loop = |c: usize, j: usize| options[c][j].op.as_str() == "par.reduce";
         let mut roots = Vec::new();
         for r in &g.roots {
