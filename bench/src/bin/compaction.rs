@@ -12,13 +12,14 @@
 //! `--count-limit S` seconds (default 600) with lower bounds. `--sketch S`
 //! adds the mode `sketch`: `early` after a sketch of at most S seconds
 //! (`--compact=sketch=S`), whose own classes and time are printed too.
-//! `--replicas view|compute` picks the space as `--compact=replicas=...`
-//! does (default `view`, like the pass; the count of `after` is in it too).
+//! `--replicas view|compute` and `--partitions view|compute` pick the space
+//! as `--compact=replicas=...,partitions=...` do (default `view` for both,
+//! like the pass; the count of `after` is in it too).
 //! Run: `cargo run --release -p efir-bench --bin compaction [-- --time-limit S --json out.json]`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use efir_driver::PassFlag;
-use efir_egraph::compact::{Enumerator, Mode, Replicas};
+use efir_egraph::compact::{Enumerator, Mode, Partitions, Replicas, Space};
 use efir_ir::PrintOptions;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -71,10 +72,22 @@ fn main() {
             "none,after,early".into()
         }
     });
-    let replicas = match get("--replicas").as_deref() {
-        None | Some("view") => Replicas::View,
-        Some("compute") => Replicas::Compute,
-        Some(r) => panic!("--replicas takes view or compute, not {r}"),
+    let view = |flag: &str| match get(flag).as_deref() {
+        None | Some("view") => true,
+        Some("compute") => false,
+        Some(r) => panic!("{flag} takes view or compute, not {r}"),
+    };
+    let space = Space {
+        replicas: if view("--replicas") {
+            Replicas::View
+        } else {
+            Replicas::Compute
+        },
+        partitions: if view("--partitions") {
+            Partitions::View
+        } else {
+            Partitions::Compute
+        },
     };
     let count_after = args.iter().any(|a| a == "--count-after");
     let max_subtrees: usize = get("--max-subtrees")
@@ -111,9 +124,14 @@ fn main() {
         {
             let t = std::time::Instant::now();
             let s = if name == "sketch" { sketch } else { 0.0 };
-            let res = Enumerator::new_in(&g, replicas)
-                .expect("space")
-                .run_sketched(mode, usize::MAX, limit, usize::MAX, threads, s);
+            let res = Enumerator::new_in(&g, space).expect("space").run_sketched(
+                mode,
+                usize::MAX,
+                limit,
+                usize::MAX,
+                threads,
+                s,
+            );
             let secs = t.elapsed().as_secs_f64();
             if name == "early" && res.complete {
                 early_done = Some(res.expanded_states);
@@ -142,14 +160,15 @@ fn main() {
                 "complete": res.complete, "time_s": secs, "threads": threads,
                 "sketch_s": s, "sketch_expanded": res.sketch_expanded,
                 "sketch_classes": res.sketch_classes, "sketch_time_s": res.sketch_time_s,
-                "replicas": format!("{replicas:?}").to_lowercase(),
+                "replicas": format!("{:?}", space.replicas).to_lowercase(),
+                "partitions": format!("{:?}", space.partitions).to_lowercase(),
             }));
         }
         if count_after {
             // The whole tree of `after` (and `none`), counted: what
             // `expanded_states` would be if it ran to the end.
             let t = std::time::Instant::now();
-            let mut en = Enumerator::new_in(&g, replicas).expect("space");
+            let mut en = Enumerator::new_in(&g, space).expect("space");
             if std::env::var_os("EFIR_PROGRESS").is_some() {
                 en.progress = Some(w.to_string());
             }

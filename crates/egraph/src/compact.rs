@@ -83,7 +83,8 @@ pub const INFO: PassInfo = PassInfo {
         ("time-limit", "stop after this many seconds per function (default 10)"),
         ("max-states", "stop after expanding this many partial programs per function (default 1000000)"),
         ("threads", "search on this many threads sharing one record (default 1; with more, the order of the candidates varies between runs)"),
-        ("replicas", "view (default): under a replicated axis, a value that needs a matmul is only the replicate of the value without that axis, where that value has another axis; compute: it may also be computed there (the whole space)"),
+        ("replicas", "view (default): under a replicated axis, a value that needs a matmul, or whose e-class has a replicate, is only the replicate of the value without that axis, where that value has another axis; compute: it may also be computed there"),
+        ("partitions", "view (default): under two or more axes that are not replicated, a value whose e-class has a partition is only the partition of the value whole along that axis; compute: it may also be computed in the tile (with replicas=compute, the whole space)"),
         ("sketch", "mode=early only: first search at most this many seconds pruning by canonical form alone, then search soundly from the classes found (default 0, none)"),
     ],
     create: |o| Ok(Box::new(Compact::from_options(o)?)),
@@ -110,23 +111,22 @@ impl Mode {
     }
 }
 
-/// Which e-nodes the candidate space allows where a value that needs a
-/// matmul lives under a replicated axis (pass option `replicas`).
+/// Which e-nodes the candidate space allows where a value lives under a
+/// replicated axis (pass option `replicas`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Replicas {
     /// Such a value is only ever the replicate (a view) of the value
     /// without that axis, where that value still has a parallel state: in
-    /// an e-class whose state replicates an axis and has another one, and
-    /// whose value needs a matmul (an e-node is a matmul or reads such an
-    /// e-class), only the `par.replicate` e-nodes are options, and then no
-    /// e-node that reads an e-class no acyclic program can build with the
-    /// options left is. The other
-    /// e-nodes compute the same value in each tile of the replicated axis,
-    /// which a replicate of it computed under the other axes also does,
-    /// and the canonical form does not see where a replicate sits, so
-    /// they write the same classes again (see `docs/passes.md`).
+    /// an e-class whose state replicates an axis and has another one, whose
+    /// value needs a matmul (an e-node is a matmul or reads such an
+    /// e-class) or that has a `par.replicate` e-node, only the
+    /// `par.replicate` e-nodes are options. The other e-nodes compute the
+    /// same value in each tile of the replicated axis, which a replicate of
+    /// it computed under the other axes also does, and the canonical form
+    /// does not see where a replicate sits, so they write the same classes
+    /// again (see `docs/passes.md`).
     View,
-    /// Every e-node is an option (the whole space).
+    /// Every e-node is an option.
     Compute,
 }
 
@@ -139,16 +139,87 @@ impl Replicas {
     }
 }
 
-/// Which options of each class the space of [`Replicas::View`] keeps:
-/// in a class whose state replicates an axis and has another one, and
-/// whose value needs a matmul, only `par.replicate`; then no option that
-/// reads a class that no acyclic program can build with the options left.
-fn replica_mask(
+/// Which e-nodes the candidate space allows where a value lives under two
+/// or more axes that are not replicated (pass option `partitions`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Partitions {
+    /// Such a value, where its e-class has a `par.partition` e-node (and
+    /// [`Replicas::View`] does not already restrict it), is only ever the
+    /// partition (a view) of the value whole along that axis: only the
+    /// `par.partition` e-nodes are options. That value keeps another axis
+    /// that is not replicated, so it still has a parallel state (a kernel
+    /// does not have to store it), and the canonical form and the Triton
+    /// emitter do not see where a partition sits (a value is emitted in the
+    /// tiling its reader needs), so computing it in the tile writes the
+    /// same classes again (see `docs/passes.md`).
+    View,
+    /// Every e-node is an option.
+    Compute,
+}
+
+impl Partitions {
+    fn name(self) -> &'static str {
+        match self {
+            Partitions::View => "view",
+            Partitions::Compute => "compute",
+        }
+    }
+}
+
+/// The candidate space: which e-nodes of the e-graph are options (pass
+/// options `replicas` and `partitions`). Both restrictions only drop
+/// e-nodes that write classes other options write too, on the e-graphs
+/// that saturation builds (checked by comparing class sets with the whole
+/// space; see `docs/passes.md`); they are not an equivalence that holds on
+/// any e-graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Space {
+    /// Under replicated axes.
+    pub replicas: Replicas,
+    /// Under two or more axes that are not replicated.
+    pub partitions: Partitions,
+}
+
+impl Space {
+    /// Every e-node is an option.
+    pub const WHOLE: Space = Space {
+        replicas: Replicas::Compute,
+        partitions: Partitions::Compute,
+    };
+    /// The pass's default: values are views of values with fewer axes where
+    /// the e-graph has them.
+    pub const VIEWS: Space = Space {
+        replicas: Replicas::View,
+        partitions: Partitions::View,
+    };
+}
+
+impl Default for Space {
+    fn default() -> Space {
+        Space::VIEWS
+    }
+}
+
+/// Which options of each class the space keeps (`None`: all of them).
+/// - [`Replicas::View`]: in a class whose state replicates an axis and has
+///   another one, and whose value needs a matmul or that has a
+///   `par.replicate` option, only `par.replicate`.
+/// - [`Partitions::View`]: in another class whose state has two axes that
+///   are not replicated and that has a `par.partition` option, only
+///   `par.partition`.
+///
+/// Then no option that reads a class that no acyclic program can build
+/// with the options left.
+fn view_mask(
     eg: &EGraph,
     ids: &[Id],
     options: &[Vec<SymbolLang>],
     kids: &[Vec<Vec<u32>>],
-) -> Vec<Vec<bool>> {
+    space: Space,
+) -> Option<Vec<Vec<bool>>> {
+    if space == Space::WHOLE {
+        return None;
+    }
     let n = ids.len();
     let mut matmul = vec![false; n];
     let mut changed = true;
@@ -168,25 +239,52 @@ fn replica_mask(
             }
         }
     }
-    // A state that replicates an axis and has another one: without the
-    // replicated axes, the value still has a parallel state, so it can be
-    // computed in the tile (a matmul without parallel state is stored by
-    // its kernel, and computing it in each tile of the replicated axis is
-    // then the only way to fuse it into its reader).
-    let replicated = |c: usize| {
-        eg[ids[c]].data.ty().is_some_and(|t| {
-            t.leaves().iter().any(|l| {
-                l.state.values().any(|s| matches!(s, AxisState::Repl))
-                    && l.state.values().any(|s| !matches!(s, AxisState::Repl))
-            })
+    // How many axes of a leaf of the class's type are replicated, and how
+    // many are not (partitioned or partial).
+    let axes = |c: usize| -> Vec<(usize, usize)> {
+        eg[ids[c]].data.ty().map_or_else(Vec::new, |t| {
+            t.leaves()
+                .iter()
+                .map(|l| {
+                    let r = l
+                        .state
+                        .values()
+                        .filter(|s| matches!(s, AxisState::Repl))
+                        .count();
+                    (r, l.state.len() - r)
+                })
+                .collect()
         })
     };
+    let has = |c: usize, op: &str| options[c].iter().any(|o| o.op.as_str() == op);
     let mut keep: Vec<Vec<bool>> = (0..n)
         .map(|c| {
-            let only_views = matmul[c] && replicated(c);
+            let a = axes(c);
+            // A state that replicates an axis and has another one: without
+            // the replicated axes, the value still has a parallel state, so
+            // it can be computed in the tile (a matmul without parallel
+            // state is stored by its kernel, and computing it in each tile
+            // of the replicated axis is then the only way to fuse it into
+            // its reader).
+            let replicas = space.replicas == Replicas::View
+                && a.iter().any(|(r, o)| *r > 0 && *o > 0)
+                && (matmul[c] || has(c, "par.replicate"));
+            // Likewise, whole along one of two axes that are not
+            // replicated, the value keeps the other.
+            let partitions = !replicas
+                && space.partitions == Partitions::View
+                && a.iter().any(|(_, o)| *o >= 2)
+                && has(c, "par.partition");
+            let only = if replicas {
+                Some("par.replicate")
+            } else if partitions {
+                Some("par.partition")
+            } else {
+                None
+            };
             options[c]
                 .iter()
-                .map(|o| !only_views || o.op.as_str() == "par.replicate")
+                .map(|o| only.is_none_or(|v| o.op.as_str() == v))
                 .collect()
         })
         .collect();
@@ -215,7 +313,7 @@ fn replica_mask(
             }
         }
     }
-    keep
+    Some(keep)
 }
 
 /// Keep the elements of `v` whose place `keep` marks.
@@ -239,8 +337,8 @@ pub struct Compact {
     /// Seconds of sketch before `early`'s search (0: none; see
     /// [`Enumerator::run_sketched`]).
     pub sketch: f64,
-    /// The space under replicated axes.
-    pub replicas: Replicas,
+    /// The candidate space.
+    pub space: Space,
 }
 
 impl Compact {
@@ -272,19 +370,29 @@ impl Compact {
         if sketch > 0.0 && mode != Mode::Early {
             return Err("option `sketch` is for `mode=early` only".to_string());
         }
-        let replicas = match o.values.get("replicas").map(String::as_str) {
-            None | Some("view") => Replicas::View,
-            Some("compute") => Replicas::Compute,
-            Some(r) => {
-                return Err(format!(
-                    "option `replicas` must be `view` or `compute`, found `{r}`"
-                ))
-            }
+        let view = |name: &str| match o.values.get(name).map(String::as_str) {
+            None | Some("view") => Ok(true),
+            Some("compute") => Ok(false),
+            Some(r) => Err(format!(
+                "option `{name}` must be `view` or `compute`, found `{r}`"
+            )),
+        };
+        let space = Space {
+            replicas: if view("replicas")? {
+                Replicas::View
+            } else {
+                Replicas::Compute
+            },
+            partitions: if view("partitions")? {
+                Partitions::View
+            } else {
+                Partitions::Compute
+            },
         };
         Ok(Compact {
             mode,
             sketch,
-            replicas,
+            space,
             max_candidates: o.get_usize("max-candidates", 64)?,
             time_limit,
             max_states: o.get_usize("max-states", 1_000_000)?,
@@ -1028,18 +1136,18 @@ impl egg::CostFunction<SymbolLang> for OrderCost<'_> {
 
 impl<'a> Enumerator<'a> {
     /// Prepare the enumeration of `g`'s candidates, in the whole space
-    /// ([`Replicas::Compute`]).
+    /// ([`Space::WHOLE`]).
     pub fn new(g: &'a Graph) -> Enumerator<'a> {
-        match Enumerator::new_in(g, Replicas::Compute) {
+        match Enumerator::new_in(g, Space::WHOLE) {
             Ok(en) => en,
             Err(e) => unreachable!("the whole space removes no e-node: {e}"),
         }
     }
 
-    /// Prepare the enumeration of `g`'s candidates in the space `replicas`
-    /// says (see [`Replicas`]). Fails when that space leaves a result
-    /// without a program.
-    pub fn new_in(g: &'a Graph, replicas: Replicas) -> Result<Enumerator<'a>, String> {
+    /// Prepare the enumeration of `g`'s candidates in the space `space`
+    /// says (see [`Space`]). Fails when that space leaves a result without
+    /// a program.
+    pub fn new_in(g: &'a Graph, space: Space) -> Result<Enumerator<'a>, String> {
         let eg = &g.egraph;
         let mut ids = Vec::new();
         let mut index = HashMap::new();
@@ -1095,10 +1203,7 @@ impl<'a> Enumerator<'a> {
             options.push(opts);
             kids.push(ks);
         }
-        let keep = match replicas {
-            Replicas::Compute => None,
-            Replicas::View => Some(replica_mask(eg, &ids, &options, &kids)),
-        };
+        let keep = view_mask(eg, &ids, &options, &kids, space);
         let cats: Vec<Vec<(u8, String)>> = (0..ids.len())
             .map(|c| {
                 (0..options[c].len())
@@ -1230,8 +1335,9 @@ impl<'a> Enumerator<'a> {
             if let Some(i) = index.get(&eg.find(*r)) {
                 if options[*i as usize].is_empty() {
                     return Err(format!(
-                        "`replicas={}` leaves result {} without a program: every e-node of its e-class reads, directly or through others, a value that needs a matmul and is computed only under a replicated axis, or leads back to it (`--compact=replicas=compute` enumerates the whole space)",
-                        replicas.name(),
+                        "`replicas={},partitions={}` leaves result {} without a program: every e-node of its e-class reads, directly or through others, a value that this space allows only as a view of an e-class that has no program, or leads back to it (`--compact=replicas=compute,partitions=compute` enumerates the whole space)",
+                        space.replicas.name(),
+                        space.partitions.name(),
                         roots.len(),
                     ));
                 }
@@ -4219,7 +4325,7 @@ impl Pass for Compact {
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
             let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
             let g = graph_of(f, m).map_err(|e| fail(cx, e))?;
-            let mut en = Enumerator::new_in(&g, self.replicas).map_err(|e| fail(cx, e))?;
+            let mut en = Enumerator::new_in(&g, self.space).map_err(|e| fail(cx, e))?;
             // Progress on long enumerations, when a person is watching (or
             // EFIR_PROGRESS is set).
             if std::env::var_os("EFIR_PROGRESS").is_some() || {
@@ -4297,7 +4403,9 @@ impl Pass for Compact {
         *m = parse_candidates(&text, &bodies, &library, &library_names, workers, cx)?;
         cx.stats.insert("mode".into(), json!(self.mode.name()));
         cx.stats
-            .insert("replicas".into(), json!(self.replicas.name()));
+            .insert("replicas".into(), json!(self.space.replicas.name()));
+        cx.stats
+            .insert("partitions".into(), json!(self.space.partitions.name()));
         cx.stats.insert("expanded_states".into(), json!(expanded));
         cx.stats.insert("pruned_states".into(), json!(pruned));
         cx.stats.insert("complete_programs".into(), json!(programs));

@@ -13,7 +13,7 @@
 //! shows it, and with RUN lines it becomes a lit test like
 //! `lit-tests/Pass/compact-holes.efir`.
 
-use efir_egraph::compact::{Enumerator, Mode, Replicas};
+use efir_egraph::compact::{Enumerator, Mode, Space};
 use efir_egraph::convert::to_egraph_text;
 use efir_egraph::rules::FAMILIES;
 use efir_egraph::saturate::{graph_of, library_refs, library_used, run_rules};
@@ -230,9 +230,9 @@ struct Summary {
     /// missed classes (the search after it found them).
     sketched: usize,
     sketch_missed: usize,
-    /// Cases in the space of `replicas=view` where it left a result
+    /// Cases in the pass's default space (`Space::VIEWS`) where it left a result
     /// without a program; cases where the whole space was enumerated too,
-    /// and those where it has classes `replicas=view` has not.
+    /// and those where it has classes the default space has not.
     view_empty: usize,
     view_compared: usize,
     view_lost: usize,
@@ -273,11 +273,11 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
             continue;
         };
         // One enumerator for both runs: keys are interned per enumerator.
-        // A third of the cases are in the space of `replicas=view` (the
-        // pass's default), the others in the whole space.
+        // A third of the cases are in the pass's default space
+        // (`Space::VIEWS`), the others in the whole space.
         let view = case % 3 == 2;
         let mut en = if view {
-            match Enumerator::new_in(&g, Replicas::View) {
+            match Enumerator::new_in(&g, Space::VIEWS) {
                 Ok(en) => en,
                 Err(_) => {
                     sum.view_empty += 1;
@@ -309,7 +309,7 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
         }
         if view {
             // What the restriction costs on a sub-e-graph: the classes of
-            // the whole space that `replicas=view` has no program for (it
+            // the whole space that the default space has no program for (it
             // has no class of its own: its programs are programs of the
             // whole space).
             let mut whole = Enumerator::new(&g);
@@ -323,7 +323,7 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
                         std::env::temp_dir().join(format!("compact-fuzz-{name}-{seed:x}.efir"));
                     let _ = std::fs::write(&path, &text);
                     sum.disagreements.push(format!(
-                        "{name}, seed {seed:#x} (case {case}): replicas=view found a class \
+                        "{name}, seed {seed:#x} (case {case}): the default space found a class \
                          the whole space has not; the sub-e-graph is in {}",
                         path.display()
                     ));
@@ -377,7 +377,7 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
         "compact_fuzz {name}: {cases} cases in {:.1?}: {} compared ({} with several classes, \
          at most {}; {} after a sketch, where the sketch alone missed classes in {}), \
          {} disagree; skipped: {} root unbuildable, {} duplicate, {} invalid, \
-         {} without candidates, {} stopped by a limit; in the space of replicas=view: \
+         {} without candidates, {} stopped by a limit; in the default space: \
          {} compared with the whole space, which had more classes in {}, \
          {} left without a program",
         start.elapsed(),
