@@ -1335,7 +1335,7 @@ impl<'a> Enumerator<'a> {
             if let Some(i) = index.get(&eg.find(*r)) {
                 if options[*i as usize].is_empty() {
                     return Err(format!(
-                        "`replicas={},partitions={}` leaves result {} without a program: every e-node of its e-class reads, directly or through others, a value that this space allows only as a view of an e-class that has no program, or leads back to it (`--compact=replicas=compute,partitions=compute` enumerates the whole space)",
+                        "`replicas={},partitions={}` leaves result {} without a program: every e-node of its e-class reads, directly or through others, a value that this space allows only as a view of an e-class that has no program, or leads back to it",
                         space.replicas.name(),
                         space.partitions.name(),
                         roots.len(),
@@ -4325,7 +4325,25 @@ impl Pass for Compact {
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
             let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
             let g = graph_of(f, m).map_err(|e| fail(cx, e))?;
-            let mut en = Enumerator::new_in(&g, self.space).map_err(|e| fail(cx, e))?;
+            // (A restricted space that leaves a result without a program is
+            // abandoned for the whole space, with a warning.)
+            let mut en = match Enumerator::new_in(&g, self.space) {
+                Ok(en) => en,
+                Err(e) => {
+                    cx.diags.push(
+                        Diag::warning(
+                            codes::E0708,
+                            format!(
+                                "`@{}`: {e}; enumerating the whole space (`replicas=compute,partitions=compute`) instead",
+                                f.name
+                            ),
+                            f.name_span,
+                        )
+                        .with_label("candidates of this function"),
+                    );
+                    Enumerator::new(&g)
+                }
+            };
             // Progress on long enumerations, when a person is watching (or
             // EFIR_PROGRESS is set).
             if std::env::var_os("EFIR_PROGRESS").is_some() || {
