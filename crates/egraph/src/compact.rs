@@ -83,8 +83,8 @@ pub const INFO: PassInfo = PassInfo {
         ("time-limit", "stop after this many seconds per function (default 10)"),
         ("max-states", "stop after expanding this many partial programs per function (default 1000000)"),
         ("threads", "search on this many threads sharing one record (default 1; with more, the order of the candidates varies between runs)"),
-        ("replicas", "view (default): under a replicated axis, a value that needs a matmul, or whose e-class has a replicate, is only the replicate of the value without that axis, where that value has another axis; compute: it may also be computed there"),
-        ("partitions", "view (default): under two or more axes that are not replicated, a value whose e-class has a partition is only the partition of the value whole along that axis; compute: it may also be computed in the tile (with replicas=compute, the whole space)"),
+        ("replicas", "view (default): under a replicated axis, a value that needs a matmul, or whose e-class has a replicate, is only the replicate of the value without that axis, where that value has another axis that is not replicated; compute: it may also be computed there"),
+        ("partitions", "view (default): under two or more axes that are not replicated, a value whose e-class has a partition (and that replicas=view leaves alone) is only the partition of the value whole along that axis; compute: it may also be computed in the tile (with replicas=compute, the whole space; a function that either view leaves without a candidate is enumerated in the whole space, warning E0708)"),
         ("sketch", "mode=early only: first search at most this many seconds pruning by canonical form alone, then search soundly from the classes found (default 0, none)"),
     ],
     create: |o| Ok(Box::new(Compact::from_options(o)?)),
@@ -1335,7 +1335,7 @@ impl<'a> Enumerator<'a> {
             if let Some(i) = index.get(&eg.find(*r)) {
                 if options[*i as usize].is_empty() {
                     return Err(format!(
-                        "`replicas={},partitions={}` leaves result {} without a program: every e-node of its e-class reads, directly or through others, a value that this space allows only as a view of an e-class that has no program, or leads back to it",
+                        "`replicas={},partitions={}` leaves result {} without a program: every e-node of its e-class reads, directly or through others, a value that this space allows only as a view (`par.replicate` or `par.partition`) and that has no such view with a program, or leads back to it",
                         space.replicas.name(),
                         space.partitions.name(),
                         roots.len(),
@@ -4321,45 +4321,81 @@ impl Pass for Compact {
         let (mut expanded, mut programs, mut candidates, mut classes, mut pruned) = (0, 0, 0, 0, 0);
         let (mut sketch_expanded, mut sketch_classes, mut sketch_time) = (0, 0, 0.0);
         let mut complete = true;
+        // Functions whose candidates come from the whole space instead of
+        // the one asked for (warning E0708).
+        let mut fallbacks = 0usize;
         let start = Instant::now();
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
+            let fallbacks_before = fallbacks;
             let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
             let g = graph_of(f, m).map_err(|e| fail(cx, e))?;
-            // (A restricted space that leaves a result without a program is
-            // abandoned for the whole space, with a warning.)
+            // A restricted space that leaves a result without a program, or
+            // whose every program breaks a rule of the candidate space (it
+            // is complete and has no candidate), is abandoned for the whole
+            // space, with a warning.
+            let warn_whole = |cx: &mut PassContext<'_>, why: String| {
+                cx.diags.push(
+                    Diag::warning(
+                        codes::E0708,
+                        format!(
+                            "`@{}`: {why}; enumerating the whole space (`replicas=compute,partitions=compute`) instead",
+                            f.name
+                        ),
+                        f.name_span,
+                    )
+                    .with_label("candidates of this function"),
+                );
+            };
             let mut en = match Enumerator::new_in(&g, self.space) {
-                Ok(en) => en,
+                Ok(en) => Some(en),
                 Err(e) => {
-                    cx.diags.push(
-                        Diag::warning(
-                            codes::E0708,
-                            format!(
-                                "`@{}`: {e}; enumerating the whole space (`replicas=compute,partitions=compute`) instead",
-                                f.name
-                            ),
-                            f.name_span,
-                        )
-                        .with_label("candidates of this function"),
-                    );
-                    Enumerator::new(&g)
+                    warn_whole(cx, e);
+                    fallbacks += 1;
+                    None
                 }
             };
             // Progress on long enumerations, when a person is watching (or
             // EFIR_PROGRESS is set).
-            if std::env::var_os("EFIR_PROGRESS").is_some() || {
+            let watched = std::env::var_os("EFIR_PROGRESS").is_some() || {
                 use std::io::IsTerminal;
                 std::io::stderr().is_terminal()
-            } {
-                en.progress = Some(f.name.clone());
+            };
+            let run = |mut en: Enumerator<'_>| {
+                if watched {
+                    en.progress = Some(f.name.clone());
+                }
+                en.run_sketched(
+                    self.mode,
+                    self.max_candidates,
+                    self.time_limit,
+                    self.max_states,
+                    self.threads,
+                    self.sketch,
+                )
+            };
+            let mut res = match en.take() {
+                Some(en) => run(en),
+                None => run(Enumerator::new(&g)),
+            };
+            if self.space != Space::WHOLE
+                && fallbacks_before == fallbacks
+                && res.complete
+                && res.candidates.is_empty()
+            {
+                let r = run(Enumerator::new(&g));
+                if !r.candidates.is_empty() {
+                    warn_whole(
+                        cx,
+                        format!(
+                            "`replicas={},partitions={}` has no candidate (every program of it breaks a rule of the candidate space), the whole space has",
+                            self.space.replicas.name(),
+                            self.space.partitions.name()
+                        ),
+                    );
+                    fallbacks += 1;
+                    res = r;
+                }
             }
-            let res = en.run_sketched(
-                self.mode,
-                self.max_candidates,
-                self.time_limit,
-                self.max_states,
-                self.threads,
-                self.sketch,
-            );
             sketch_expanded += res.sketch_expanded;
             sketch_classes += res.sketch_classes;
             sketch_time += res.sketch_time_s;
@@ -4424,6 +4460,7 @@ impl Pass for Compact {
             .insert("replicas".into(), json!(self.space.replicas.name()));
         cx.stats
             .insert("partitions".into(), json!(self.space.partitions.name()));
+        cx.stats.insert("space_fallbacks".into(), json!(fallbacks));
         cx.stats.insert("expanded_states".into(), json!(expanded));
         cx.stats.insert("pruned_states".into(), json!(pruned));
         cx.stats.insert("complete_programs".into(), json!(programs));

@@ -700,12 +700,16 @@ fn b16_saturated_text(name: &str) -> Graph {
 }
 
 #[test]
-fn every_b16_workload_finishes_in_the_default_space() {
-    // In the pass's default space `early` enumerates every workload at B=16
+fn b16_workloads_finish_in_the_default_space() {
+    // In the pass's default space `early` enumerates the workloads at B=16
     // to the end (a few seconds in all on two threads in a release build;
     // the figures are in docs/passes.md). The classes are those of the
     // whole space where that was enumerated to the end (rmsnorm_swiglu in
-    // 766 s); attention had never finished before.
+    // 766 s). attn_decode had never finished before: its 364 classes are
+    // what a sketch found, not checked against the whole space at B=16
+    // (they are at the small shapes, test `views_lose_no_class`).
+    // attn_prefill (364 classes in 5.7 s in a release build) is left out
+    // for time.
     for (name, classes) in [
         ("rmsnorm_swiglu", 4200),
         ("rmsnorm_mlp", 1332),

@@ -232,10 +232,13 @@ struct Summary {
     sketch_missed: usize,
     /// Cases in the pass's default space (`Space::VIEWS`) where it left a result
     /// without a program; cases where the whole space was enumerated too,
-    /// and those where it has classes the default space has not.
+    /// those where it has classes the default space has not, and of those
+    /// the ones where the default space has none (the pass then enumerates
+    /// the whole space, warning E0708).
     view_empty: usize,
     view_compared: usize,
     view_lost: usize,
+    view_none: usize,
     /// One line per disagreement (its sub-e-graph written to a file).
     disagreements: Vec<String>,
 }
@@ -318,6 +321,7 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
                 let (tw, tv) = (whole.class_texts(&all), en.class_texts(&after));
                 sum.view_compared += 1;
                 sum.view_lost += usize::from(tw != tv);
+                sum.view_none += usize::from(tv.is_empty() && !tw.is_empty());
                 if !tw.is_superset(&tv) {
                     let path =
                         std::env::temp_dir().join(format!("compact-fuzz-{name}-{seed:x}.efir"));
@@ -378,8 +382,8 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
          at most {}; {} after a sketch, where the sketch alone missed classes in {}), \
          {} disagree; skipped: {} root unbuildable, {} duplicate, {} invalid, \
          {} without candidates, {} stopped by a limit; in the default space: \
-         {} compared with the whole space, which had more classes in {}, \
-         {} left without a program",
+         {} compared with the whole space, which had more classes in {} \
+         (in {} of them the default space had none), {} left without a program",
         start.elapsed(),
         sum.compared,
         sum.several_classes,
@@ -394,6 +398,7 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
         sum.limited,
         sum.view_compared,
         sum.view_lost,
+        sum.view_none,
         sum.view_empty
     ));
     sum
