@@ -4326,7 +4326,6 @@ impl Pass for Compact {
         let mut fallbacks = 0usize;
         let start = Instant::now();
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
-            let fallbacks_before = fallbacks;
             let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
             let g = graph_of(f, m).map_err(|e| fail(cx, e))?;
             // A restricted space that leaves a result without a program, or
@@ -4346,7 +4345,7 @@ impl Pass for Compact {
                     .with_label("candidates of this function"),
                 );
             };
-            let mut en = match Enumerator::new_in(&g, self.space) {
+            let restricted = match Enumerator::new_in(&g, self.space) {
                 Ok(en) => Some(en),
                 Err(e) => {
                     warn_whole(cx, e);
@@ -4354,6 +4353,7 @@ impl Pass for Compact {
                     None
                 }
             };
+            let tried = restricted.is_some() && self.space != Space::WHOLE;
             // Progress on long enumerations, when a person is watching (or
             // EFIR_PROGRESS is set).
             let watched = std::env::var_os("EFIR_PROGRESS").is_some() || {
@@ -4373,15 +4373,8 @@ impl Pass for Compact {
                     self.sketch,
                 )
             };
-            let mut res = match en.take() {
-                Some(en) => run(en),
-                None => run(Enumerator::new(&g)),
-            };
-            if self.space != Space::WHOLE
-                && fallbacks_before == fallbacks
-                && res.complete
-                && res.candidates.is_empty()
-            {
+            let mut res = run(restricted.unwrap_or_else(|| Enumerator::new(&g)));
+            if tried && res.complete && res.candidates.is_empty() {
                 let r = run(Enumerator::new(&g));
                 if !r.candidates.is_empty() {
                     warn_whole(

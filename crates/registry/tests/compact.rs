@@ -60,8 +60,19 @@ fn small_saturated(name: &str) -> Graph {
 /// The e-graph `efir-opt --saturate` writes for `examples/small/<name>.efir`,
 /// read back as `--compact` reads it (its e-classes are numbered as printed).
 fn small_saturated_text(name: &str) -> Graph {
+    saturated_text(&format!("examples/small/{name}.efir"))
+}
+
+/// The same for `examples/<name>.efir` (B=16).
+fn b16_saturated_text(name: &str) -> Graph {
+    saturated_text(&format!("examples/{name}.efir"))
+}
+
+/// The e-graph `efir-opt --saturate` writes for the file at `path` (from
+/// the repository's root), read back as `--compact` reads it.
+fn saturated_text(path: &str) -> Graph {
     let reg = efir_registry::registry();
-    let src = std::fs::read_to_string(root().join(format!("examples/small/{name}.efir"))).unwrap();
+    let src = std::fs::read_to_string(root().join(path)).unwrap();
     let out = efir_driver::run_case(&src, &reg, &[flag("saturate", "")], PrintOptions::default())
         .unwrap();
     let (m, d) = parse_and_verify(out.text.as_deref().unwrap(), &reg);
@@ -687,18 +698,6 @@ fn views_lose_no_class() {
     assert_eq!(cut, [3, 6, 6]);
 }
 
-/// The e-graph `efir-opt --saturate` writes for `examples/<name>.efir`
-/// (B=16), read back as `--compact` reads it.
-fn b16_saturated_text(name: &str) -> Graph {
-    let reg = efir_registry::registry();
-    let src = std::fs::read_to_string(root().join(format!("examples/{name}.efir"))).unwrap();
-    let out = efir_driver::run_case(&src, &reg, &[flag("saturate", "")], PrintOptions::default())
-        .unwrap();
-    let (m, d) = parse_and_verify(out.text.as_deref().unwrap(), &reg);
-    assert!(d.is_empty());
-    efir_egraph::saturate::graph_of(&m.funcs[0], &m).unwrap()
-}
-
 #[test]
 fn b16_workloads_finish_in_the_default_space() {
     // In the pass's default space `early` enumerates the workloads at B=16
@@ -739,13 +738,7 @@ fn views_lose_no_class_of_rmsnorm_swiglu() {
     // The workload the restrictions are for: the whole space takes
     // `early` 12 minutes on two threads (B=16, as `efir-opt --saturate`
     // writes it; `--small` shapes are not faster).
-    let reg = efir_registry::registry();
-    let src = std::fs::read_to_string(root().join("examples/rmsnorm_swiglu.efir")).unwrap();
-    let out = efir_driver::run_case(&src, &reg, &[flag("saturate", "")], PrintOptions::default())
-        .unwrap();
-    let (m, d) = parse_and_verify(out.text.as_deref().unwrap(), &reg);
-    assert!(d.is_empty());
-    let g = efir_egraph::saturate::graph_of(&m.funcs[0], &m).unwrap();
+    let g = b16_saturated_text("rmsnorm_swiglu");
     let mut view = Enumerator::new_in(&g, Space::VIEWS).unwrap();
     let b = view.run_threads(Mode::Early, usize::MAX, 3600.0, usize::MAX, 2);
     let mut whole = Enumerator::new(&g);
