@@ -10,6 +10,7 @@ without them the module is skipped unless EFIR_REQUIRE_TRITON=1.
 
 import os
 import pathlib
+import re
 
 os.environ["TRITON_INTERPRET"] = "1"
 
@@ -176,3 +177,45 @@ def test_strided_and_composed_slices(tmp_path):
         for config in (None, largest(mod.CONFIG_SPACE), smallest(mod.CONFIG_SPACE)):
             errs = h.check_module(py, src, py.stem, tmp_path / f"ref_{py.stem}", config=config)
             assert max(errs) <= TOL, (py.stem, config, errs)
+
+
+ODD = """// gated MLP at extents that most blocks do not divide (N = 48, K = 40, M = 3)
+func @odd(%x: tensor<3x40xf16>, %w1: tensor<40x48xf16>, %w2: tensor<40x48xf16>) -> tensor<3x48xf16> {
+  %g = tensor.matmul %x, %w1 : tensor<3x48xf16>
+  %u = tensor.matmul %x, %w2 : tensor<3x48xf16>
+  %gs = ew.sigmoid %g : tensor<3x48xf16>
+  %silu = ew.mul %g, %gs : tensor<3x48xf16>
+  %y = ew.mul %silu, %u : tensor<3x48xf16>
+  return %y : tensor<3x48xf16>
+}
+"""
+
+
+def test_blocks_that_do_not_divide_their_extents(tmp_path):
+    """Masks only where a block may not divide its extent: a constexpr
+    `EVEN_<axis>` picks the unmasked path where it does. Every candidate is
+    right under blocks that divide (16 of 48, 1 of 3) and blocks that do not
+    (32 and 64 of 48, 2 and 4 of 3), and the kernels accumulate matmul tiles
+    in fp32 (`tl.dot(a, b, acc)`)."""
+    src = tmp_path / "odd.efir"
+    src.write_text(ODD)
+    cand = tmp_path / "cands.efir"
+    h.sh(h.tool("efir-opt"), str(src), "--saturate", "--compact=max-candidates=6", "-o", str(cand))
+    mods = translate(cand, tmp_path / "py")
+    assert len(mods) >= 4
+    texts = [py.read_text() for py, _, _ in mods]
+    assert any("if EVEN_" in t for t in texts)
+    assert any(re.search(r"(acc\d+) = tl\.dot\(\w+, \w+, \1\)", t) for t in texts)
+    seen_even = set()
+    for py, mod, fname in mods:
+        space = mod.CONFIG_SPACE
+        configs = [None]
+        for pick in (min, max, lambda d: sorted(d)[len(d) // 2]):
+            configs.append({k: pick(v) for k, v in space.items() if k.startswith("BLOCK_")})
+        for config in configs:
+            cfg = dict(mod.DEFAULT_CONFIG, **(config or {}))
+            if "BLOCK_n48" in cfg:
+                seen_even.add(48 % cfg["BLOCK_n48"] == 0)
+            errs = h.check_module(py, cand, fname, tmp_path / f"ref_{fname}", config=config)
+            assert max(errs) <= TOL, (fname, config, errs)
+    assert seen_even == {True, False}

@@ -9,15 +9,30 @@ use indexmap::IndexSet;
 use std::collections::HashMap;
 use std::fmt::Write;
 
+mod fuse;
 mod slices;
 
 /// One dim of a block: its length (a constexpr expression), the variable
-/// holding its offsets, and the logical extent (for masks).
+/// holding its offsets, the logical extent (for masks) and whether the
+/// blocks divide that extent (where they do, no mask is needed).
 #[derive(Clone, Debug)]
 struct BD {
     size: String,
     offs: String,
     ext: String,
+    even: Even,
+}
+
+/// Whether a dim's blocks divide its extent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Even {
+    /// Always (every legal block divides the extent, or the dim is whole).
+    Yes,
+    /// Not known: the mask stays.
+    No,
+    /// When the constexpr flag (`EVEN_<axis>`) is true: the kernel keeps a
+    /// masked and an unmasked path, chosen when it is compiled.
+    Flag(String),
 }
 
 /// A block value in a kernel.
@@ -313,6 +328,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                         size: self.block_of(a),
                         offs,
                         ext: ext.kernel(),
+                        even: self.even_of(a, ext),
                     },
                     d,
                 ))
@@ -329,15 +345,100 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                         v
                     }
                 };
+                let even = if p == ext.kernel() {
+                    Even::Yes
+                } else {
+                    Even::No
+                };
                 Ok((
                     BD {
                         size: p,
                         offs: var,
                         ext: ext.kernel(),
+                        even,
                     },
                     0,
                 ))
             }
+        }
+    }
+
+    /// Whether the blocks of axis (or alias) `a` divide `ext`, the extent of
+    /// a dim it tiles.
+    fn even_of(&self, a: &str, ext: &Extent) -> Even {
+        let a = self.alias.get(a).map_or(a, String::as_str);
+        let Some(info) = self.p.axes.get(a) else {
+            return Even::No;
+        };
+        if info.extent != *ext {
+            return Even::No;
+        }
+        match ext {
+            Extent::N(n) if info.domain.iter().all(|b| *b > 0 && n % b == 0) => Even::Yes,
+            _ => Even::Flag(format!("EVEN_{}", py_ident(a))),
+        }
+    }
+
+    /// The mask of the dims whose blocks may not divide their extent, and
+    /// the flags under which they do: `(always, flagged, flags)` where
+    /// `always` holds the terms of dims never known even, `flagged` those of
+    /// dims even under a flag.
+    fn mask_parts(dims: &[BD]) -> (Vec<String>, Vec<String>, Vec<String>) {
+        let r = dims.len();
+        let (mut always, mut flagged, mut flags) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, d) in dims.iter().enumerate() {
+            let t = format!("({} < {})", along(&d.offs, i, r), d.ext);
+            match &d.even {
+                Even::Yes => {}
+                Even::No => always.push(t),
+                Even::Flag(f) => {
+                    flagged.push(t);
+                    if !flags.contains(f) {
+                        flags.push(f.clone());
+                    }
+                }
+            }
+        }
+        (always, flagged, flags)
+    }
+
+    /// Lines of a statement `make(mask)` over `dims`: `make(None)` where every
+    /// block divides its extent, `make(Some(mask))` where some may not, and
+    /// where that depends on `EVEN_*` flags, both under a constexpr `if`.
+    fn masked(dims: &[BD], make: impl Fn(Option<&str>) -> String) -> Vec<String> {
+        let (always, flagged, flags) = Self::mask_parts(dims);
+        let join = |ts: &[String]| (!ts.is_empty()).then(|| ts.join(" & "));
+        let partial = join(&always);
+        if flags.is_empty() {
+            return vec![make(partial.as_deref())];
+        }
+        let all: Vec<String> = always.iter().chain(&flagged).cloned().collect();
+        let full = join(&all);
+        vec![
+            format!("if {}:", flags.join(" and ")),
+            format!("    {}", make(partial.as_deref())),
+            "else:".into(),
+            format!("    {}", make(full.as_deref())),
+        ]
+    }
+
+    /// `x` with the elements beyond the extent of dim `d` (of a rank-`r`
+    /// block) replaced by `fill`, where blocks may not divide it.
+    fn pad_lines(var: &str, x: &str, bd: &BD, d: usize, r: usize, fill: &str) -> Vec<String> {
+        let w = format!(
+            "{var} = tl.where({} < {}, {x}, {fill})",
+            along(&bd.offs, d, r),
+            bd.ext
+        );
+        match &bd.even {
+            Even::Yes => vec![format!("{var} = {x}")],
+            Even::No => vec![w],
+            Even::Flag(f) => vec![
+                format!("if {f}:"),
+                format!("    {var} = {x}"),
+                "else:".into(),
+                format!("    {w}"),
+            ],
         }
     }
 
@@ -400,16 +501,13 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             self.loads.insert((v, i));
             let name = buf_param(f, v, i);
             let var = self.fresh("x");
-            let line = if dims.is_empty() {
-                format!("{var} = tl.load({name})")
-            } else {
-                format!(
-                    "{var} = tl.load({}, mask={}, other=0)",
-                    Self::ptr(&name, &dims, &exts, None),
-                    Self::mask(&dims)
-                )
-            };
-            self.line(depth, line);
+            let ptr = Self::ptr(&name, &dims, &exts, None);
+            for l in Self::masked(&dims, |m| match m {
+                None => format!("{var} = tl.load({ptr})"),
+                Some(m) => format!("{var} = tl.load({ptr}, mask={m}, other=0)"),
+            }) {
+                self.line(depth, l);
+            }
             self.work.push(Work {
                 bytes: dtype_bytes(l.dtype),
                 sizes: dims.iter().map(|d| d.size.clone()).collect(),
@@ -716,10 +814,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             .first()
             .map(|b| b.dims.len())
             .ok_or("reduction of nothing")?;
-        let mask = {
-            let b = &xs[0];
-            format!("({} < {})", along(&b.dims[d].offs, d, rank), b.dims[d].ext)
-        };
+        let bd = xs[0].dims[d].clone();
         // The reduced block lives in registers: it counts for the estimate's
         // largest block (a broadcast product reduced here can be far larger
         // than any load or matmul tile), not for traffic.
@@ -736,14 +831,13 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 } else {
                     ("tl.max", "float('-inf')")
                 };
+                let x = self.fresh("p");
+                let src = format!("({}).to(tl.float32)", xs[0].var);
+                for l in Self::pad_lines(&x, &src, &bd, d, rank, ident) {
+                    self.line(depth, l);
+                }
                 let var = self.fresh("s");
-                self.line(
-                    depth,
-                    format!(
-                        "{var} = {fun}(tl.where({mask}, ({}).to(tl.float32), {ident}), axis={d})",
-                        xs[0].var
-                    ),
-                );
+                self.line(depth, format!("{var} = {fun}({x}, axis={d})"));
                 Ok(vec![var])
             }
             "red.prod" => {
@@ -909,7 +1003,11 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         let sc = self.scopes.pop().ok_or("no scope")?;
         let outer = &mut self.scopes[inner - 1].lines;
         outer.push(sc.header);
-        outer.extend(sc.lines.into_iter().map(|l| format!("    {l}")));
+        outer.extend(
+            fuse::optimize(sc.lines)
+                .into_iter()
+                .map(|l| format!("    {l}")),
+        );
         self.bound.remove(axis);
         self.idx.remove(axis);
         if let Some(n) = self.live.get_mut(axis) {
@@ -1053,14 +1151,22 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             _ => None,
         };
         let inner = self.open_loop(&axis, stop);
-        let xs = self.emit(op.operands[0], &inner_lay)?.blocks();
-        let xv: Vec<String> = xs
-            .iter()
-            .map(|b| format!("({}).to(tl.float32)", b.var))
-            .collect();
-        let merged = self.combine(&r, &accs, &xv, inner)?;
-        for (a, m) in accs.iter().zip(&merged) {
-            self.line(inner, format!("{a} = {m}"));
+        let x = op.operands[0];
+        if self.dot_accumulates(&r, x) {
+            // A sum of matmul tiles: each tile's product goes into the fp32
+            // accumulator as it is made, never rounded to the tile's dtype.
+            let (la, lb) = self.matmul_layouts(x, &inner_lay)?;
+            self.matmul_product(x, &la, &lb, &inner_lay, Some((&accs[0], inner)))?;
+        } else {
+            let xs = self.emit(x, &inner_lay)?.blocks();
+            let xv: Vec<String> = xs
+                .iter()
+                .map(|b| format!("({}).to(tl.float32)", b.var))
+                .collect();
+            let merged = self.combine(&r, &accs, &xv, inner)?;
+            for (a, m) in accs.iter().zip(&merged) {
+                self.line(inner, format!("{a} = {m}"));
+            }
         }
         self.close_loop(&axis)?;
         if let Some((b, memo)) = shadow {
@@ -1080,6 +1186,19 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             self.offs.remove(&format!("axis:{al}"));
         }
         self.finish(v, lay, accs, outer)
+    }
+
+    /// Whether a reduction with reducer `r` of value `x` adds matmul tiles
+    /// into its accumulator directly: a sum of a `tile.matmul` (or
+    /// `tensor.matmul`) computed in the kernel.
+    fn dot_accumulates(&self, r: &Attr, x: ValueId) -> bool {
+        let is_sum = matches!(r, Attr::Term(n, _) if n == "red.sum");
+        let f = self.p.func;
+        is_sum
+            && !self.p.buffer[x.index()]
+            && self.p.def[x.index()]
+                .is_some_and(|i| matches!(f.ops[i].name.as_str(), "tile.matmul" | "tensor.matmul"))
+            && f.ty(x).as_tensor().is_some()
     }
 
     /// The tilings of a matmul's operands for its result in `lay`: rows and
@@ -1216,23 +1335,27 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             let inner = self.open_loop(&auto, None);
             la[ra - 1] = Some(auto.clone());
             lb[rb - 2] = Some(auto.clone());
-            let (e, _) = self.matmul_product(v, &la, &lb, lay)?;
-            self.line(inner, format!("{acc} = {acc} + {e}"));
+            self.matmul_product(v, &la, &lb, lay, Some((&acc, inner)))?;
             self.close_loop(&auto)?;
             return self.result(v, lay, format!("({acc}).to({})", tl_dtype(dt)), outer);
         }
-        let (e, depth) = self.matmul_product(v, &la, &lb, lay)?;
+        let (e, depth) = self.matmul_product(v, &la, &lb, lay, None)?;
         self.result(v, lay, format!("({e}).to({})", tl_dtype(dt)), depth)
     }
 
     /// The fp32 product of the operands of matmul `v` in the given tilings
-    /// (an expression of the result's block shape), and its depth.
+    /// (an expression of the result's block shape), and its depth. With
+    /// `acc` (an fp32 accumulator of the result's block shape, and the depth
+    /// of the loop that updates it), the product is added to the
+    /// accumulator instead (`acc = tl.dot(a, b, acc)`: no partial product is
+    /// rounded) and the expression is the accumulator.
     fn matmul_product(
         &mut self,
         v: ValueId,
         la: &Layout,
         lb: &Layout,
         lay: &Layout,
+        acc: Option<(&str, usize)>,
     ) -> Result<(String, usize), String> {
         let f = self.p.func;
         let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
@@ -1245,26 +1368,19 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         // Zero the K padding of both operands.
         let ka = &xa.dims[ra - 1];
         let kb = &xb.dims[rb - 2];
-        let am = self.fresh("a");
-        let bm = self.fresh("b");
-        self.line(
-            depth,
-            format!(
-                "{am} = tl.where({} < {}, {}, 0.0)",
-                along(&ka.offs, ra - 1, ra),
-                ka.ext,
-                xa.var
-            ),
-        );
-        self.line(
-            depth,
-            format!(
-                "{bm} = tl.where({} < {}, {}, 0.0)",
-                along(&kb.offs, rb - 2, rb),
-                kb.ext,
-                xb.var
-            ),
-        );
+        let (am, bm) = if ka.even == Even::Yes && kb.even == Even::Yes {
+            (xa.var.clone(), xb.var.clone())
+        } else {
+            let am = self.fresh("a");
+            let bm = self.fresh("b");
+            for l in Self::pad_lines(&am, &xa.var, ka, ra - 1, ra, "0.0") {
+                self.line(depth, l);
+            }
+            for l in Self::pad_lines(&bm, &xb.var, kb, rb - 2, rb, "0.0") {
+                self.line(depth, l);
+            }
+            (am, bm)
+        };
         let unit_batch = |x: &Blk| x.dims[..x.dims.len() - 2].iter().all(|d| d.size == "1");
         let (m, k, n) = (
             xa.dims[ra - 2].size.clone(),
@@ -1296,27 +1412,46 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             // tl.dot needs blocks of at least 16; smaller ones (a GEMV row)
             // multiply and sum. Block sizes are constexprs, so the choice is
             // made when the kernel is compiled.
-            let dot = format!("tl.dot({a2}, {b2}, out_dtype=tl.float32)");
-            let small = format!(
+            let fused = acc.filter(|_| r == 2);
+            let dot = match fused {
+                Some((c, _)) => format!("tl.dot({a2}, {b2}, {c})"),
+                None => format!("tl.dot({a2}, {b2}, out_dtype=tl.float32)"),
+            };
+            let mut small = format!(
                 "tl.sum(({a2}).to(tl.float32)[:, :, None] * ({b2}).to(tl.float32)[None, :, :], axis=1)"
             );
+            if let Some((c, _)) = fused {
+                small = format!("{c} + {small}");
+            }
             let lit = |s: &str| s.parse::<u64>().ok();
             let known_small = [&m, &k, &n].iter().any(|s| lit(s).is_some_and(|x| x < 16));
+            // The fused update runs every iteration of the accumulator's loop,
+            // even where the operands do not depend on it.
+            let at = fused.map_or(depth, |(_, d)| d);
             let prod = if !same || known_small {
                 small
             } else if [&m, &k, &n].iter().all(|s| lit(s).is_some()) {
                 dot
             } else {
-                let t = self.fresh("mm");
+                let t = match fused {
+                    Some((c, _)) => c.to_string(),
+                    None => self.fresh("mm"),
+                };
                 self.line(
-                    depth,
+                    at,
                     format!("if ({m} >= 16) and ({k} >= 16) and ({n} >= 16):"),
                 );
-                self.line(depth, format!("    {t} = {dot}"));
-                self.line(depth, "else:".into());
-                self.line(depth, format!("    {t} = {small}"));
+                self.line(at, format!("    {t} = {dot}"));
+                self.line(at, "else:".into());
+                self.line(at, format!("    {t} = {small}"));
                 t
             };
+            if let Some((c, d)) = fused {
+                if prod != c {
+                    self.line(d, format!("{c} = {prod}"));
+                }
+                return Ok((c.to_string(), d));
+            }
             if r == 2 {
                 prod
             } else {
@@ -1337,6 +1472,10 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 r - 1
             )
         };
+        if let Some((c, d)) = acc {
+            self.line(d, format!("{c} = {c} + ({e})"));
+            return Ok((c.to_string(), d));
+        }
         Ok((format!("({e})"), depth))
     }
 }
@@ -1415,15 +1554,12 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
         let lead_ref = lead.as_ref().map(|(x, s)| (x.as_str(), s.clone()));
         let ptr = KernelEmitter::ptr(&name, &b.dims, &exts, lead_ref);
         let val = format!("({}).to({})", b.var, tl_dtype(l.dtype));
-        let line = if b.dims.is_empty() {
-            format!("tl.store({ptr}, {val})")
-        } else {
-            format!(
-                "tl.store({ptr}, {val}, mask={})",
-                KernelEmitter::mask(&b.dims)
-            )
-        };
-        e.line(0, line);
+        for line in KernelEmitter::masked(&b.dims, |m| match m {
+            None => format!("tl.store({ptr}, {val})"),
+            Some(m) => format!("tl.store({ptr}, {val}, mask={m})"),
+        }) {
+            e.line(0, line);
+        }
         e.work.push(Work {
             bytes: dtype_bytes(l.dtype),
             sizes: b.dims.iter().map(|d| d.size.clone()).collect(),
@@ -1444,6 +1580,7 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
         params.push(format!("BLOCK_{id}: tl.constexpr"));
         params.push(format!("NT_{id}: tl.constexpr"));
         params.push(format!("NTP_{id}: tl.constexpr"));
+        params.push(format!("EVEN_{id}: tl.constexpr"));
     }
     let mut text = String::new();
     let grid: Vec<String> = k.grid.iter().map(|(a, _)| format!("@{a}")).collect();
@@ -1456,7 +1593,7 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
         root_ty,
         grid.join(", ")
     );
-    for l in &e.scopes[0].lines {
+    for l in fuse::optimize(std::mem::take(&mut e.scopes[0].lines)) {
         let _ = writeln!(text, "    {l}");
     }
     Ok(EmittedKernel {
@@ -1713,6 +1850,7 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
         let _ = writeln!(out, "    block_{id} = cfg[\"BLOCK_{id}\"]");
         let _ = writeln!(out, "    nt_{id} = triton.cdiv({ext}, block_{id})");
         let _ = writeln!(out, "    ntp_{id} = triton.next_power_of_2(nt_{id})");
+        let _ = writeln!(out, "    even_{id} = {ext} % block_{id} == 0");
     }
     let consts: Vec<String> = p
         .axes
@@ -1723,6 +1861,7 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
                 format!("BLOCK_{id}=block_{id}"),
                 format!("NT_{id}=nt_{id}"),
                 format!("NTP_{id}=ntp_{id}"),
+                format!("EVEN_{id}=even_{id}"),
             ]
         })
         .collect();

@@ -89,6 +89,7 @@ impl KernelEmitter<'_, '_> {
                 size: d.size.clone(),
                 offs: i.clone(),
                 ext: d.ext.clone(),
+                even: d.even.clone(),
             })
             .collect();
         self.loads.insert((b, 0));

@@ -1,0 +1,401 @@
+//! Sibling loop fusion over a kernel scope's statements.
+//!
+//! The emitter makes one loop per parallel reduction, where it is asked for:
+//! two reductions over the same axis (the gate and up projections of an MLP,
+//! the statistics of a norm) come out as two loops one after the other, each
+//! loading the shared operand again. Here two loops with the same header in
+//! one scope become one, when the later one reads nothing that the earlier
+//! one (or what depends on it) writes: the statements between them that the
+//! later loop needs move before the merged loop, the others after it. In the
+//! merged body, a load or offset computed twice from the same inputs is
+//! computed once.
+//!
+//! Statements are the emitted lines (Python, four spaces an indent); a name
+//! is an identifier token not preceded by `.` and outside quotes. Every
+//! value the emitter names is fresh except loop offsets (redefined the same
+//! way by each loop over their axis) and accumulators (initialised outside a
+//! loop, updated inside), which the dependence test below accounts for.
+
+use std::collections::{HashMap, HashSet};
+
+/// One statement: its first line and the lines under it (a loop's or an
+/// `if`'s body, and an `else:` with its body), without indentation change.
+#[derive(Clone, Debug)]
+struct Stmt {
+    lines: Vec<String>,
+}
+
+fn indent(l: &str) -> usize {
+    l.len() - l.trim_start_matches(' ').len()
+}
+
+fn split(lines: &[String]) -> Vec<Stmt> {
+    let mut out: Vec<Stmt> = Vec::new();
+    for l in lines {
+        let continues = indent(l) > 0 || l.starts_with("else:") || l.starts_with("elif ");
+        match out.last_mut() {
+            Some(s) if continues => s.lines.push(l.clone()),
+            _ => out.push(Stmt {
+                lines: vec![l.clone()],
+            }),
+        }
+    }
+    out
+}
+
+/// The names of a line, in order, with whether each is assigned (the target
+/// of `NAME = ...`, or a `for` variable).
+fn names(l: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let b = l.as_bytes();
+    let mut i = 0;
+    let mut quote: Option<u8> = None;
+    while i < b.len() {
+        let c = b[i];
+        if let Some(q) = quote {
+            if c == q {
+                quote = None;
+            }
+            i += 1;
+            continue;
+        }
+        if c == b'\'' || c == b'"' {
+            quote = Some(c);
+            i += 1;
+            continue;
+        }
+        if c.is_ascii_alphabetic() || c == b'_' {
+            let s = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            let attr = s > 0 && b[s - 1] == b'.';
+            if !attr {
+                out.push(l[s..i].to_string());
+            }
+            continue;
+        }
+        if c.is_ascii_digit() {
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'.') {
+                i += 1;
+            }
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// `NAME = EXPR` at the start of a (trimmed) line.
+fn assignment(l: &str) -> Option<(&str, &str)> {
+    let t = l.trim_start();
+    let (lhs, rhs) = t.split_once(" = ")?;
+    let ok = !lhs.is_empty()
+        && lhs.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_')
+        && !lhs.as_bytes()[0].is_ascii_digit();
+    ok.then_some((lhs, rhs))
+}
+
+fn for_var(l: &str) -> Option<&str> {
+    let t = l.trim_start().strip_prefix("for ")?;
+    t.split_once(" in ").map(|(v, _)| v)
+}
+
+/// Names a statement assigns, and names it reads before assigning them.
+fn effects(s: &Stmt) -> (HashSet<String>, HashSet<String>) {
+    let mut defs = HashSet::new();
+    let mut free = HashSet::new();
+    for l in &s.lines {
+        let (target, reads) = if let Some((lhs, rhs)) = assignment(l) {
+            (Some(lhs.to_string()), names(rhs))
+        } else if let Some(v) = for_var(l) {
+            let rest = l.trim_start().split_once(" in ").map_or("", |x| x.1);
+            (Some(v.to_string()), names(rest))
+        } else {
+            (None, names(l))
+        };
+        for n in reads {
+            if !defs.contains(&n) {
+                free.insert(n);
+            }
+        }
+        if let Some(t) = target {
+            defs.insert(t);
+        }
+    }
+    (defs, free)
+}
+
+fn is_loop(s: &Stmt) -> bool {
+    s.lines[0].starts_with("for ")
+}
+
+/// Replace whole names (not attributes) by their renames.
+fn rename(l: &str, map: &HashMap<String, String>) -> String {
+    if map.is_empty() {
+        return l.to_string();
+    }
+    let b = l.as_bytes();
+    let mut out = String::with_capacity(l.len());
+    let mut i = 0;
+    let mut quote: Option<u8> = None;
+    while i < b.len() {
+        let c = b[i];
+        if let Some(q) = quote {
+            if c == q {
+                quote = None;
+            }
+            out.push(c as char);
+            i += 1;
+            continue;
+        }
+        if c == b'\'' || c == b'"' {
+            quote = Some(c);
+            out.push(c as char);
+            i += 1;
+            continue;
+        }
+        if c.is_ascii_alphanumeric() || c == b'_' {
+            let s = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            let w = &l[s..i];
+            let attr = s > 0 && b[s - 1] == b'.';
+            match map.get(w) {
+                Some(r) if !attr && !c.is_ascii_digit() => out.push_str(r),
+                _ => out.push_str(w),
+            }
+            continue;
+        }
+        out.push(c as char);
+        i += 1;
+    }
+    out
+}
+
+/// Value numbering over a loop body's statements: a single-line assignment
+/// whose right side (over the current versions of its names) was computed
+/// before into a name not assigned since is dropped, and its name renamed to
+/// the earlier one. `outer` holds names defined outside the body (never
+/// renamed).
+fn cse(body: Vec<String>, outer: &HashSet<String>) -> Vec<String> {
+    let stmts = split(&body);
+    // Names read before they are assigned (accumulators) live outside too.
+    let (_, free) = effects(&Stmt {
+        lines: body.clone(),
+    });
+    let outer: HashSet<&str> = outer.iter().chain(&free).map(String::as_str).collect();
+    let mut assigned: HashMap<String, usize> = HashMap::new();
+    for s in &stmts {
+        for l in &s.lines {
+            if let Some((lhs, _)) = assignment(l) {
+                *assigned.entry(lhs.to_string()).or_default() += 1;
+            }
+        }
+    }
+    let mut version: HashMap<String, usize> = HashMap::new();
+    let mut seen: HashMap<String, (String, usize)> = HashMap::new();
+    let mut map: HashMap<String, String> = HashMap::new();
+    let mut out = Vec::new();
+    for s in stmts {
+        let lines: Vec<String> = s.lines.iter().map(|l| rename(l, &map)).collect();
+        if lines.len() == 1 {
+            if let Some((lhs, rhs)) = assignment(&lines[0]) {
+                let key: Vec<String> = names(rhs)
+                    .into_iter()
+                    .map(|n| format!("{n}#{}", version.get(&n).copied().unwrap_or(0)))
+                    .collect();
+                let key = format!("{rhs}|{}", key.join(","));
+                if let Some((prev, ver)) = seen.get(&key) {
+                    let current = version.get(prev).copied().unwrap_or(0) == *ver;
+                    if current && prev == lhs {
+                        continue;
+                    }
+                    let once = assigned.get(lhs).copied() == Some(1) && !outer.contains(lhs);
+                    if current && once {
+                        map.insert(lhs.to_string(), prev.clone());
+                        continue;
+                    }
+                }
+                let v = version.entry(lhs.to_string()).or_default();
+                *v += 1;
+                seen.insert(key, (lhs.to_string(), *v));
+                out.push(lines[0].clone());
+                continue;
+            }
+        }
+        let (defs, _) = effects(&Stmt {
+            lines: lines.clone(),
+        });
+        for d in defs {
+            *version.entry(d).or_default() += 1;
+        }
+        out.extend(lines);
+    }
+    out
+}
+
+fn body(s: &Stmt) -> Vec<String> {
+    s.lines[1..]
+        .iter()
+        .map(|l| l.strip_prefix("    ").unwrap_or(l).to_string())
+        .collect()
+}
+
+/// Try to merge loop `j` into the earlier loop `i` of `stmts` (same header).
+fn merge(stmts: &[Stmt], i: usize, j: usize) -> Option<Vec<Stmt>> {
+    let eff: Vec<(HashSet<String>, HashSet<String>)> = stmts.iter().map(effects).collect();
+    let (di, fi) = &eff[i];
+    let (dj, fj) = &eff[j];
+    // The statements between the loops that the later one needs.
+    let mut wanted: HashSet<String> = fj.clone();
+    let mut need = vec![false; j];
+    for m in (i + 1..j).rev() {
+        if eff[m].0.iter().any(|d| wanted.contains(d)) {
+            need[m] = true;
+            wanted.extend(eff[m].1.iter().cloned());
+        }
+    }
+    // Nothing the later loop needs comes from the earlier loop.
+    if di.iter().any(|d| wanted.contains(d)) {
+        return None;
+    }
+    // The later loop writes nothing the earlier one reads.
+    if dj.iter().any(|d| fi.contains(d)) {
+        return None;
+    }
+    for m in i + 1..j {
+        let (dm, fm) = &eff[m];
+        if need[m] {
+            // Moved before the earlier loop: it must not touch its names.
+            if dm.iter().any(|d| fi.contains(d) || di.contains(d)) {
+                return None;
+            }
+        } else if dj.iter().any(|d| fm.contains(d) || dm.contains(d)) {
+            // Moved after the later loop: that loop must not change it.
+            return None;
+        }
+    }
+    let mut outer: HashSet<String> = HashSet::new();
+    for (k, (d, _)) in eff.iter().enumerate() {
+        if k != i && k != j {
+            outer.extend(d.iter().cloned());
+        }
+    }
+    outer.extend(fi.iter().cloned());
+    outer.extend(fj.iter().cloned());
+    let mut merged_body = body(&stmts[i]);
+    merged_body.extend(body(&stmts[j]));
+    let merged_body = cse(fuse_loops(merged_body), &outer);
+    let mut lines = vec![stmts[i].lines[0].clone()];
+    lines.extend(merged_body.into_iter().map(|l| format!("    {l}")));
+    let mut out: Vec<Stmt> = stmts[..i].to_vec();
+    out.extend((i + 1..j).filter(|m| need[*m]).map(|m| stmts[m].clone()));
+    out.push(Stmt { lines });
+    out.extend((i + 1..j).filter(|m| !need[*m]).map(|m| stmts[m].clone()));
+    out.extend(stmts[j + 1..].iter().cloned());
+    Some(out)
+}
+
+/// One scope's statements (unindented) with sibling loops fused and values
+/// computed twice computed once (see [`cse`]).
+pub(super) fn optimize(lines: Vec<String>) -> Vec<String> {
+    cse(fuse_loops(lines), &HashSet::new())
+}
+
+/// Fuse sibling loops with the same header among `lines` (one scope's
+/// statements, unindented), as often as possible.
+fn fuse_loops(lines: Vec<String>) -> Vec<String> {
+    let mut stmts = split(&lines);
+    'again: loop {
+        for j in 0..stmts.len() {
+            if !is_loop(&stmts[j]) {
+                continue;
+            }
+            let header = &stmts[j].lines[0];
+            if let Some(i) = (0..j).rev().find(|i| stmts[*i].lines[0] == *header) {
+                if let Some(s) = merge(&stmts, i, j) {
+                    stmts = s;
+                    continue 'again;
+                }
+            }
+        }
+        break;
+    }
+    stmts.into_iter().flat_map(|s| s.lines).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> Vec<String> {
+        s.lines().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn sibling_reductions_share_one_loop_and_their_loads() {
+        let src = v("acc1 = tl.zeros([4], dtype=tl.float32)
+for i_k in range(0, NT_k):
+    offs_k = i_k * BLOCK_k + tl.arange(0, BLOCK_k)
+    x2 = tl.load(p_x + offs_k)
+    x3 = tl.load(p_a + offs_k)
+    acc1 = tl.dot(x2, x3, acc1)
+r4 = (acc1).to(tl.float16)
+acc5 = tl.zeros([4], dtype=tl.float32)
+for i_k in range(0, NT_k):
+    offs_k = i_k * BLOCK_k + tl.arange(0, BLOCK_k)
+    x6 = tl.load(p_x + offs_k)
+    x7 = tl.load(p_b + offs_k)
+    acc5 = tl.dot(x6, x7, acc5)
+r8 = r4 * (acc5).to(tl.float16)");
+        let got = fuse_loops(src).join("\n");
+        let want = "acc1 = tl.zeros([4], dtype=tl.float32)
+acc5 = tl.zeros([4], dtype=tl.float32)
+for i_k in range(0, NT_k):
+    offs_k = i_k * BLOCK_k + tl.arange(0, BLOCK_k)
+    x2 = tl.load(p_x + offs_k)
+    x3 = tl.load(p_a + offs_k)
+    acc1 = tl.dot(x2, x3, acc1)
+    x7 = tl.load(p_b + offs_k)
+    acc5 = tl.dot(x2, x7, acc5)
+r4 = (acc1).to(tl.float16)
+r8 = r4 * (acc5).to(tl.float16)";
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_loop_that_reads_the_earlier_result_stays_apart() {
+        let src = v("acc1 = tl.zeros([4], dtype=tl.float32)
+for i_k in range(0, NT_k):
+    x2 = tl.load(p_x + i_k)
+    acc1 = acc1 + x2
+m3 = acc1 * 2.0
+acc4 = tl.zeros([4], dtype=tl.float32)
+for i_k in range(0, NT_k):
+    x5 = tl.load(p_x + i_k)
+    acc4 = acc4 + x5 * m3");
+        assert_eq!(fuse_loops(src.clone()), src);
+    }
+
+    #[test]
+    fn accumulators_updated_twice_are_not_merged_away() {
+        // Two updates of one accumulator look alike but are not the same value.
+        let src = v("for i_k in range(0, NT_k):
+    acc1 = acc1 + x
+    acc1 = acc1 + x");
+        assert_eq!(fuse_loops(src.clone()), src);
+    }
+
+    #[test]
+    fn names_in_strings_and_attributes_are_not_names() {
+        assert_eq!(
+            names("m = tl.maximum(a, float('-inf')) + b.x"),
+            vec!["m", "tl", "a", "float", "b"]
+        );
+        let mut map = HashMap::new();
+        map.insert("x".to_string(), "y".to_string());
+        assert_eq!(rename("z = x + a.x + 'x'", &map), "z = y + a.x + 'x'");
+    }
+}
