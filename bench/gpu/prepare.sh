@@ -6,7 +6,7 @@
 # Usage: bash bench/gpu/prepare.sh [TOP] [MAX_CANDIDATES]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-TOP="${1:-3}"
+TOP="${1:-4}"
 MAXC="${2:-64}"
 cargo build --release -q -p efir-opt -p efir-translate
 BIN=target/release

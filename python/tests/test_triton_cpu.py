@@ -219,3 +219,18 @@ def test_blocks_that_do_not_divide_their_extents(tmp_path):
             errs = h.check_module(py, cand, fname, tmp_path / f"ref_{fname}", config=config)
             assert max(errs) <= TOL, (fname, config, errs)
     assert seen_even == {True, False}
+
+
+def test_a_hostile_file_name_stays_in_the_docstring(tmp_path):
+    """The input's path is escaped in the module's docstring: a name that
+    closes the docstring and starts a statement, or holds a backslash, is
+    text, and the module imports and runs."""
+    name = 'a"""\nraise SystemExit("injected")\n"""\\b\u2028.efir'
+    src = tmp_path / name
+    src.write_text((ROOT / "examples" / "tiled" / "attn_decode.efir").read_text())
+    (py, mod, fname), = translate(src, tmp_path / "py")
+    assert 'raise SystemExit("injected")' not in py.read_text()
+    assert 'a\\"\\"\\"\\x0araise SystemExit(\\"injected\\")' in py.read_text()
+    assert "a\"\"\"\nraise SystemExit(\"injected\")\n\"\"\"\\b\u2028.efir" in mod.__doc__
+    errs = h.check_module(py, src, fname, tmp_path / "ref")
+    assert max(errs) <= TOL

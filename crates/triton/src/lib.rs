@@ -79,6 +79,25 @@ impl Extent {
     }
 }
 
+/// Text from outside (a file name, a pipeline description) as it may sit in
+/// a Python docstring: backslashes and quotes escaped, and every character
+/// outside printable ASCII written as a `\x`/`\u`/`\U` escape, so that it
+/// can neither end the docstring nor start a line of code.
+pub fn doc_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            ' '..='~' => out.push(c),
+            c if (c as u32) < 0x100 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push_str(&format!("\\U{:08x}", c as u32)),
+        }
+    }
+    out
+}
+
 /// A Python identifier for an efir name.
 pub fn py_ident(s: &str) -> String {
     s.chars()
