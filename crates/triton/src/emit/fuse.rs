@@ -43,47 +43,50 @@ fn split(lines: &[String]) -> Vec<Stmt> {
     out
 }
 
-/// The names of a line, in order, with whether each is assigned (the target
-/// of `NAME = ...`, or a `for` variable).
-fn names(l: &str) -> Vec<String> {
-    let mut out = Vec::new();
+/// The tokens of a line: `(start, end, name)` spans covering it, where
+/// `name` marks an identifier that is a name (not an attribute after `.`,
+/// not inside quotes, not part of a number).
+fn tokens(l: &str) -> Vec<(usize, usize, bool)> {
     let b = l.as_bytes();
+    let mut out = Vec::new();
     let mut i = 0;
     let mut quote: Option<u8> = None;
     while i < b.len() {
-        let c = b[i];
+        let (s, c) = (i, b[i]);
+        let mut name = false;
         if let Some(q) = quote {
             if c == q {
                 quote = None;
             }
             i += 1;
-            continue;
-        }
-        if c == b'\'' || c == b'"' {
+        } else if c == b'\'' || c == b'"' {
             quote = Some(c);
             i += 1;
-            continue;
-        }
-        if c.is_ascii_alphabetic() || c == b'_' {
-            let s = i;
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+        } else if c.is_ascii_alphanumeric() || c == b'_' {
+            while i < b.len()
+                && (b[i].is_ascii_alphanumeric()
+                    || b[i] == b'_'
+                    || (c.is_ascii_digit() && b[i] == b'.'))
+            {
                 i += 1;
             }
             let attr = s > 0 && b[s - 1] == b'.';
-            if !attr {
-                out.push(l[s..i].to_string());
-            }
-            continue;
+            name = !c.is_ascii_digit() && !attr;
+        } else {
+            i += 1;
         }
-        if c.is_ascii_digit() {
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'.') {
-                i += 1;
-            }
-            continue;
-        }
-        i += 1;
+        out.push((s, i, name));
     }
     out
+}
+
+/// The names of a line, in order.
+fn names(l: &str) -> Vec<String> {
+    tokens(l)
+        .into_iter()
+        .filter(|t| t.2)
+        .map(|(s, e, _)| l[s..e].to_string())
+        .collect()
 }
 
 /// `NAME = EXPR` at the start of a (trimmed) line.
@@ -135,43 +138,13 @@ fn rename(l: &str, map: &HashMap<String, String>) -> String {
     if map.is_empty() {
         return l.to_string();
     }
-    let b = l.as_bytes();
-    let mut out = String::with_capacity(l.len());
-    let mut i = 0;
-    let mut quote: Option<u8> = None;
-    while i < b.len() {
-        let c = b[i];
-        if let Some(q) = quote {
-            if c == q {
-                quote = None;
-            }
-            out.push(c as char);
-            i += 1;
-            continue;
-        }
-        if c == b'\'' || c == b'"' {
-            quote = Some(c);
-            out.push(c as char);
-            i += 1;
-            continue;
-        }
-        if c.is_ascii_alphanumeric() || c == b'_' {
-            let s = i;
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                i += 1;
-            }
-            let w = &l[s..i];
-            let attr = s > 0 && b[s - 1] == b'.';
-            match map.get(w) {
-                Some(r) if !attr && !c.is_ascii_digit() => out.push_str(r),
-                _ => out.push_str(w),
-            }
-            continue;
-        }
-        out.push(c as char);
-        i += 1;
-    }
-    out
+    tokens(l)
+        .into_iter()
+        .map(|(s, e, name)| match map.get(&l[s..e]) {
+            Some(r) if name => r.as_str(),
+            _ => &l[s..e],
+        })
+        .collect()
 }
 
 /// Value numbering over a loop body's statements: a single-line assignment
