@@ -9,8 +9,11 @@ use indexmap::IndexSet;
 use std::collections::HashMap;
 use std::fmt::Write;
 
+mod bcast;
 mod fuse;
 mod slices;
+
+use bcast::{pointwise_units, real_shape, Units};
 
 /// One dim of a block: its length (a constexpr expression), the variable
 /// holding its offsets, the logical extent (for masks) and whether the
@@ -103,6 +106,11 @@ struct KernelEmitter<'p, 'a> {
     alias: HashMap<String, String>,
     /// Element facts of the program's values (causal tile skipping).
     facts: Vec<Option<Fact>>,
+    /// The unit dims of block variables that hold single elements along
+    /// some dims (see [`bcast`]); variables not here are whole blocks.
+    unit: HashMap<String, Units>,
+    /// Variables that are the product of two others (see [`bcast`]).
+    prods: HashMap<String, (String, String)>,
 }
 
 /// One load, store or matmul of a kernel, per program: element sizes (block
@@ -244,6 +252,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             live: HashMap::new(),
             alias: HashMap::new(),
             facts: causal::element_facts(p.func),
+            unit: HashMap::new(),
+            prods: HashMap::new(),
         }
     }
 
@@ -620,13 +630,18 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 let t = rt.as_tensor().ok_or("expected a tensor")?;
                 let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
                 let (dims, depth) = self.dims(&exts, lay)?;
+                // Unit along every dim but its own (see [`bcast`]).
                 let e = format!(
-                    "tl.broadcast_to({}, {}).to({})",
+                    "({}).to({})",
                     along(&dims[d].offs, d, dims.len()),
-                    shape_list(&dims),
                     tl_dtype(t.dtype)
                 );
-                self.result(v, lay, e, depth)
+                let r = dims.len();
+                let x = self.result(v, lay, e, depth)?;
+                if let Val::T(b) = &x {
+                    self.set_units(&b.var, (0..r).map(|j| j != d).collect());
+                }
+                Ok(x)
             }
             "tensor.broadcast" => {
                 let a = op.operands[0];
@@ -643,13 +658,21 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                     })
                     .collect();
                 let x = self.block(a, &la)?;
-                let (dims, depth) = self.dims(&er, lay)?;
-                let e = format!(
-                    "tl.broadcast_to({}, {})",
-                    expand(&x.var, x.dims.len(), rank),
-                    shape_list(&dims)
-                );
-                self.result(v, lay, e, depth.max(x.depth))
+                let (_, depth) = self.dims(&er, lay)?;
+                // Lazy (see [`bcast`]): unit along the new and the stretched
+                // dims.
+                let ux = self.units(&x.var, ea.len());
+                let u: Units = (0..rank)
+                    .map(|j| {
+                        j < k || ux[j - k] || (ea[j - k] == Extent::N(1) && er[j] != Extent::N(1))
+                    })
+                    .collect();
+                let e = expand(&x.var, x.dims.len(), rank);
+                let y = self.result(v, lay, e, depth.max(x.depth))?;
+                if let Val::T(b) = &y {
+                    self.set_units(&b.var, u);
+                }
+                Ok(y)
             }
             "tensor.transpose" => {
                 let perm = op
@@ -662,13 +685,19 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                     la[*p as usize] = lay[k].clone();
                 }
                 let x = self.block(op.operands[0], &la)?;
+                let ux = self.units(&x.var, rank);
+                let u: Units = perm.iter().map(|p| ux[*p as usize]).collect();
                 let ps: Vec<String> = perm.iter().map(|p| p.to_string()).collect();
                 let e = if rank == 2 && perm == [1, 0] {
                     format!("tl.trans({})", x.var)
                 } else {
                     format!("tl.permute({}, ({},))", x.var, ps.join(", "))
                 };
-                self.result(v, lay, e, x.depth)
+                let y = self.result(v, lay, e, x.depth)?;
+                if let Val::T(b) = &y {
+                    self.set_units(&b.var, u);
+                }
+                Ok(y)
             }
             "tensor.reshape" => {
                 let a = op.operands[0];
@@ -689,8 +718,17 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 }
                 let x = self.block(a, &la)?;
                 let (dims, depth) = self.dims(&er, lay)?;
-                let e = format!("tl.reshape({}, {})", x.var, shape_list(&dims));
-                self.result(v, lay, e, depth.max(x.depth))
+                let ux = self.units(&x.var, ea.len());
+                let mut u: Units = vec![false; er.len()];
+                for (x, y) in nu_a.iter().zip(&nu_r) {
+                    u[*y] = ux[*x];
+                }
+                let e = format!("tl.reshape({}, {})", x.var, real_shape(&dims, &u));
+                let y = self.result(v, lay, e, depth.max(x.depth))?;
+                if let Val::T(b) = &y {
+                    self.set_units(&b.var, u);
+                }
+                Ok(y)
             }
             "tensor.reduce" => self.reduce(v, lay),
             "tensor.slice" => self.slice(v, lay),
@@ -699,6 +737,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             "tile.matmul" | "tensor.matmul" => self.matmul(v, lay),
             _ if name.starts_with("ew.") => {
                 let mut args = Vec::new();
+                let mut vars = Vec::new();
+                let mut us = Vec::new();
                 let mut depth = 0;
                 let er = extents(&rt);
                 for o in &op.operands {
@@ -715,11 +755,25 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                         .collect();
                     let x = self.block(*o, &la)?;
                     depth = depth.max(x.depth);
+                    // An operand's stretched unit-extent dims are unit too.
+                    let mut u = self.units(&x.var, ea.len());
+                    for (j, uj) in u.iter_mut().enumerate() {
+                        *uj |= ea[j] == Extent::N(1) && er[j + k] != Extent::N(1);
+                    }
+                    us.push((ea.len(), u));
                     args.push(expand(&x.var, x.dims.len(), rank));
+                    vars.push(args.last().cloned().unwrap_or_default());
                 }
                 let dt = rt.as_tensor().ok_or("expected a tensor")?.dtype;
                 let e = pointwise(name, &op.attrs, &args, dt)?;
-                self.result(v, lay, e, depth)
+                let y = self.result(v, lay, e, depth)?;
+                if let Val::T(b) = &y {
+                    self.set_units(&b.var, pointwise_units(rank, &us));
+                    if name == "ew.mul" && us.iter().all(|(ra, _)| *ra == rank) {
+                        self.note_product(&b.var, &vars[0], &vars[1]);
+                    }
+                }
+                Ok(y)
             }
             other => Err(format!("no Triton lowering for `{other}` inside a kernel")),
         }
@@ -785,6 +839,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             let depth = depth.max(dd);
             let var = self.fresh("r");
             self.line(depth, format!("{var} = ({s}).to({})", tl_dtype(l.dtype)));
+            let u = self.units(&s, dims.len());
+            self.set_units(&var, u);
             out.push(Val::T(Blk {
                 var,
                 dims,
@@ -815,29 +871,50 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             .map(|b| b.dims.len())
             .ok_or("reduction of nothing")?;
         let bd = xs[0].dims[d].clone();
-        // The reduced block lives in registers: it counts for the estimate's
-        // largest block (a broadcast product reduced here can be far larger
-        // than any load or matmul tile), not for traffic.
-        self.work.push(Work {
-            bytes: 0,
-            sizes: xs[0].dims.iter().map(|b| b.size.clone()).collect(),
-            loops: self.loops[..depth.min(self.loops.len())].to_vec(),
-            flops: false,
-        });
         match name.as_str() {
             "red.sum" | "red.max" => {
+                if name == "red.sum" {
+                    if let Some(t) = self.dot_sum(&xs[0].var, &xs[0].dims, d, depth) {
+                        return Ok(vec![t]);
+                    }
+                }
+                // A block unit along the reduced dim is broadcast first.
+                let x0 = if self.units(&xs[0].var, rank)[d] {
+                    self.full(xs[0].clone())
+                } else {
+                    xs[0].clone()
+                };
+                let u = self.units(&x0.var, rank);
+                // The reduced block lives in registers: it counts for the
+                // estimate's largest block (a broadcast product reduced here
+                // can be far larger than any load or matmul tile), not for
+                // traffic.
+                self.work.push(Work {
+                    bytes: 0,
+                    sizes: x0
+                        .dims
+                        .iter()
+                        .zip(&u)
+                        .map(|(b, u)| if *u { "1".into() } else { b.size.clone() })
+                        .collect(),
+                    loops: self.loops[..depth.min(self.loops.len())].to_vec(),
+                    flops: false,
+                });
                 let (fun, ident) = if name == "red.sum" {
                     ("tl.sum", "0.0")
                 } else {
                     ("tl.max", "float('-inf')")
                 };
                 let x = self.fresh("p");
-                let src = format!("({}).to(tl.float32)", xs[0].var);
+                let src = format!("({}).to(tl.float32)", x0.var);
                 for l in Self::pad_lines(&x, &src, &bd, d, rank, ident) {
                     self.line(depth, l);
                 }
                 let var = self.fresh("s");
                 self.line(depth, format!("{var} = {fun}({x}, axis={d})"));
+                let mut us = u;
+                us.remove(d);
+                self.set_units(&var, us);
                 Ok(vec![var])
             }
             "red.prod" => {
@@ -857,12 +934,18 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 let ip = arity(&p, &self.sigs).ok_or("malformed repair")?.inputs;
                 let s = self.tile_reduce(&p, &xs[..ip.min(xs.len())], d, depth)?;
                 // f(x, s') with the tile's producer state broadcast along d.
-                let mut fargs: Vec<String> = xs
-                    .iter()
-                    .map(|b| format!("({}).to(tl.float32)", b.var))
-                    .collect();
+                let mut fargs: Vec<(String, Units)> = Vec::new();
+                for b in xs {
+                    let x = self.fresh("q");
+                    self.line(depth, format!("{x} = ({}).to(tl.float32)", b.var));
+                    let u = self.units(&b.var, rank);
+                    self.set_units(&x, u.clone());
+                    fargs.push((x, u));
+                }
                 for sv in &s {
-                    fargs.push(along_insert(sv, d, rank));
+                    let mut u = self.units(sv, rank - 1);
+                    u.insert(d, true);
+                    fargs.push((along_insert(sv, d, rank), u));
                 }
                 let ys = self.inline(&fname, &fargs, depth)?;
                 let yb: Vec<Blk> = ys
@@ -901,6 +984,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                     format!("tl.maximum({}, {})", a[0], b[0])
                 };
                 self.line(depth, format!("{var} = {e}"));
+                let u = self.units_both(&a[0], &b[0]);
+                self.set_units(&var, u);
                 Ok(vec![var])
             }
             "red.prod" => {
@@ -922,8 +1007,15 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 let (s1, c1) = a.split_at(np.min(a.len()));
                 let (s2, c2) = b.split_at(np.min(b.len()));
                 let s = self.combine(&p, s1, s2, depth)?;
-                let args1: Vec<String> = c1.iter().chain(s1).chain(&s).cloned().collect();
-                let args2: Vec<String> = c2.iter().chain(s2).chain(&s).cloned().collect();
+                let with_units = |e: &Self, xs: &[String]| -> Vec<(String, Units)> {
+                    xs.iter()
+                        .map(|x| (x.clone(), e.unit.get(x).cloned().unwrap_or_default()))
+                        .collect()
+                };
+                let all1: Vec<String> = c1.iter().chain(s1).chain(&s).cloned().collect();
+                let all2: Vec<String> = c2.iter().chain(s2).chain(&s).cloned().collect();
+                let args1 = with_units(self, &all1);
+                let args2 = with_units(self, &all2);
                 let c1 = self.inline(&h, &args1, depth)?;
                 let c2 = self.inline(&h, &args2, depth)?;
                 let cs = self.combine(&c, &c1, &c2, depth)?;
@@ -934,10 +1026,13 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
     }
 
     /// Inline a pointwise function of the module over block expressions.
+    ///
+    /// Arguments come with their unit dims (see [`bcast`]; an empty list for
+    /// a whole block of unknown rank); the results' are recorded.
     fn inline(
         &mut self,
         fname: &str,
-        args: &[String],
+        args: &[(String, Units)],
         depth: usize,
     ) -> Result<Vec<String>, String> {
         let g = self
@@ -948,9 +1043,16 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         if g.params.len() != args.len() {
             return Err(format!("@{fname} takes {} arguments", g.params.len()));
         }
-        let mut env: HashMap<ValueId, String> = HashMap::new();
-        for (p, a) in g.params.iter().zip(args) {
-            env.insert(*p, a.clone());
+        // Every argument has the same rank (or none is known).
+        let r = args.iter().map(|(_, u)| u.len()).max().unwrap_or(0);
+        let mut env: HashMap<ValueId, (String, Units)> = HashMap::new();
+        for (p, (a, u)) in g.params.iter().zip(args) {
+            let u = if u.len() == r {
+                u.clone()
+            } else {
+                vec![false; r]
+            };
+            env.insert(*p, (a.clone(), u));
         }
         for op in &g.ops {
             let dt = g
@@ -958,17 +1060,33 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 .as_tensor()
                 .map(|t| t.dtype)
                 .unwrap_or(DType::F32);
-            let e = if op.name == "tensor.full" {
-                literal(op.attrs.get("value").unwrap_or(&Attr::Int(0)))
+            let (e, u) = if op.name == "tensor.full" {
+                (
+                    literal(op.attrs.get("value").unwrap_or(&Attr::Int(0))),
+                    vec![true; r],
+                )
             } else {
-                let xs: Vec<String> = op.operands.iter().map(|o| env[o].clone()).collect();
-                pointwise(&op.name, &op.attrs, &xs, dt)?
+                let xs: Vec<String> = op.operands.iter().map(|o| env[o].0.clone()).collect();
+                let us: Vec<(usize, Units)> =
+                    op.operands.iter().map(|o| (r, env[o].1.clone())).collect();
+                (
+                    pointwise(&op.name, &op.attrs, &xs, dt)?,
+                    pointwise_units(r, &us),
+                )
             };
             let var = self.fresh("g");
             self.line(depth, format!("{var} = {e}"));
-            env.insert(op.result, var);
+            if op.name == "ew.mul" && op.operands.len() == 2 {
+                let (a, b) = (
+                    env[&op.operands[0]].0.clone(),
+                    env[&op.operands[1]].0.clone(),
+                );
+                self.note_product(&var, &a, &b);
+            }
+            self.set_units(&var, u.clone());
+            env.insert(op.result, (var, u));
         }
-        Ok(g.returns.iter().map(|r| env[r].clone()).collect())
+        Ok(g.returns.iter().map(|x| env[x].0.clone()).collect())
     }
 
     /// Open a loop over the tiles of `axis` (bound inside it); its depth.
@@ -1113,6 +1231,9 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         let leaves: Vec<_> = rt.leaves().into_iter().cloned().collect();
         let idents = efir_dialect_red::identity(&r).ok_or("reducer without identity")?;
         let mut accs = Vec::new();
+        // Where each accumulator's initial value is (its shape is patched
+        // once the tile states' unit dims are known).
+        let mut inits: Vec<(usize, Vec<BD>, String)> = Vec::new();
         for (l, id) in leaves.iter().zip(&idents) {
             let exts: Vec<Extent> = l.shape.iter().map(Extent::of).collect();
             let (dims, _) = self.dims(&exts, lay)?;
@@ -1126,6 +1247,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             } else {
                 format!("{id:?}")
             };
+            inits.push((self.scopes[outer].lines.len(), dims.clone(), idv.clone()));
             self.line(
                 outer,
                 format!("{var} = tl.full({}, {idv}, tl.float32)", shape_list(&dims)),
@@ -1159,11 +1281,37 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             self.matmul_product(x, &la, &lb, &inner_lay, Some((&accs[0], inner)))?;
         } else {
             let xs = self.emit(x, &inner_lay)?.blocks();
-            let xv: Vec<String> = xs
-                .iter()
-                .map(|b| format!("({}).to(tl.float32)", b.var))
-                .collect();
+            // An accumulator holds single elements where its tile states do
+            // (see [`bcast`]): its initial value takes their shape.
+            let mut xv = Vec::new();
+            for ((b, (at, dims, idv)), acc) in xs.iter().zip(&inits).zip(&accs) {
+                let u = self.units(&b.var, b.dims.len());
+                let var = self.fresh("t");
+                self.line(inner, format!("{var} = ({}).to(tl.float32)", b.var));
+                if u.iter().any(|x| *x) && u.len() == dims.len() {
+                    self.scopes[outer].lines[*at] = format!(
+                        "{acc} = tl.full({}, {idv}, tl.float32)",
+                        real_shape(dims, &u)
+                    );
+                    self.set_units(acc, u.clone());
+                }
+                self.set_units(&var, u);
+                xv.push(var);
+            }
             let merged = self.combine(&r, &accs, &xv, inner)?;
+            // A merged state whole where its accumulator was unit makes the
+            // accumulator whole (a loop-carried variable keeps its shape).
+            for ((acc, m), (at, dims, idv)) in accs.iter().zip(&merged).zip(&inits) {
+                let (ua, um) = (self.units(acc, dims.len()), self.units(m, dims.len()));
+                if ua != um {
+                    self.scopes[outer].lines[*at] = format!(
+                        "{acc} = tl.full({}, {idv}, tl.float32)",
+                        real_shape(dims, &um)
+                    );
+                    self.unit.remove(acc);
+                    self.set_units(acc, um);
+                }
+            }
             for (a, m) in accs.iter().zip(&merged) {
                 self.line(inner, format!("{a} = {m}"));
             }
@@ -1363,7 +1511,9 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         let er = extents(f.ty(v));
         let (ra, rb, r) = (la.len(), lb.len(), er.len());
         let xa = self.block(a, la)?;
+        let xa = self.full(xa);
         let xb = self.block(b, lb)?;
+        let xb = self.full(xb);
         let depth = xa.depth.max(xb.depth);
         // Zero the K padding of both operands.
         let ka = &xa.dims[ra - 1];
@@ -1535,6 +1685,7 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
     if leaves.len() != blocks.len() {
         return Err("the kernel's value and its buffer have different fields".into());
     }
+    let blocks: Vec<Blk> = blocks.into_iter().map(|b| e.full(b)).collect();
     let mut stores = Vec::new();
     for (i, (l, b)) in leaves.iter().zip(&blocks).enumerate() {
         let exts: Vec<Extent> = l.shape.iter().map(Extent::of).collect();

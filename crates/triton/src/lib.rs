@@ -189,6 +189,7 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
             buffer[op.result.index()] = true;
         }
     }
+    epilogues(f, &def, &mut buffer);
     // Slices and concatenations read their operands from memory at shifted
     // offsets, so an operand computed by an op (under parallel views and
     // slices of it, whose offsets compose) is stored.
@@ -362,6 +363,72 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
         kernels,
         axes,
     })
+}
+
+/// Fuse epilogues: a reduction or matmul without parallel state (a buffer
+/// by the rule above) whose every use is a pointwise op or a tuple field of
+/// its own shape, down to exactly one buffer, is computed by that buffer's
+/// kernel instead of being stored and read back (the division and cast after
+/// an online-softmax reduction, a cast after a matmul).
+fn epilogues(f: &Func, def: &[Option<usize>], buffer: &mut [bool]) {
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); f.values.len()];
+    for (i, op) in f.ops.iter().enumerate() {
+        for o in &op.operands {
+            users[o.index()].push(i);
+        }
+    }
+    let shape_of = |v: ValueId| -> Option<Vec<Dim>> {
+        let ls = f.ty(v).leaves();
+        let s = ls.first()?.shape.clone();
+        ls.iter()
+            .all(|l| l.shape == s && l.state.is_empty())
+            .then_some(s)
+    };
+    for op in &f.ops {
+        let v = op.result;
+        if !buffer[v.index()]
+            || f.returns.contains(&v)
+            || !matches!(
+                op.name.as_str(),
+                "par.reduce" | "tensor.reduce" | "tile.matmul" | "tensor.matmul"
+            )
+        {
+            continue;
+        }
+        let Some(shape) = shape_of(v) else { continue };
+        let mut targets: IndexSet<ValueId> = IndexSet::new();
+        let mut stack = vec![v];
+        let mut seen: IndexSet<ValueId> = IndexSet::new();
+        let mut ok = true;
+        while let Some(x) = stack.pop() {
+            if !seen.insert(x) {
+                continue;
+            }
+            if users[x.index()].is_empty() && x != v && !f.returns.contains(&x) {
+                continue;
+            }
+            for &u in &users[x.index()] {
+                let uop = &f.ops[u];
+                let y = uop.result;
+                let pointwise = uop.name.starts_with("ew.") || uop.name == "tensor.get";
+                if !pointwise || shape_of(y).as_ref() != Some(&shape) {
+                    ok = false;
+                    break;
+                }
+                if buffer[y.index()] {
+                    targets.insert(y);
+                } else {
+                    stack.push(y);
+                }
+            }
+            if !ok {
+                break;
+            }
+        }
+        if ok && targets.len() == 1 && def[v.index()].is_some() {
+            buffer[v.index()] = false;
+        }
+    }
 }
 
 fn kernel_of(

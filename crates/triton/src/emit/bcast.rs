@@ -1,0 +1,204 @@
+//! Broadcasts kept lazy inside a kernel, and sums of products as `tl.dot`.
+//!
+//! A block variable may hold size 1 along some of its dims where the value
+//! it stands for is the same along them (a `tensor.broadcast`, a reduced
+//! state, an iota): those are its *unit* dims. Pointwise ops combine such
+//! blocks by Triton's own broadcasting, so a value broadcast along the head
+//! dim (an attention row's running maximum and sum) is computed once per row,
+//! not once per element. Where a consumer needs every element (a store, a
+//! matmul operand) the block is broadcast then ([`KernelEmitter::full`]).
+//!
+//! A sum along dim `d` of a product `a * b` where `a` is unit along one dim
+//! `n` and `b` along another dim `m` (and every other dim is a single
+//! element) is a matrix product over `d`: it is emitted as `tl.dot` (on
+//! blocks of at least 16) instead of the broadcast product and its sum. That
+//! is attention's P·V inside the online-softmax reduction.
+
+use super::{shape_list, Blk, Even, KernelEmitter, Work, BD};
+
+/// Per dim of a block: whether the variable holds a single element there.
+pub(super) type Units = Vec<bool>;
+
+/// The shape of a block variable: its dims' sizes, 1 at unit dims.
+pub(super) fn real_shape(dims: &[BD], unit: &[bool]) -> String {
+    let s: Vec<&str> = dims
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            if unit.get(i).copied().unwrap_or(false) {
+                "1"
+            } else {
+                d.size.as_str()
+            }
+        })
+        .collect();
+    format!("[{}]", s.join(", "))
+}
+
+/// The unit dims of a pointwise result of rank `r` over operands given as
+/// (rank, unit dims): a dim is unit where every operand is (a missing
+/// leading dim is).
+pub(super) fn pointwise_units(r: usize, ops: &[(usize, Units)]) -> Units {
+    (0..r)
+        .map(|j| {
+            ops.iter().all(|(ra, u)| {
+                let k = r - ra.min(&r);
+                j < k || u.get(j - k).copied().unwrap_or(false)
+            })
+        })
+        .collect()
+}
+
+impl KernelEmitter<'_, '_> {
+    /// The unit dims of variable (or expression) `var` of rank `r`.
+    pub(super) fn units(&self, var: &str, r: usize) -> Units {
+        match self.unit.get(var) {
+            Some(u) if u.len() == r => u.clone(),
+            _ => vec![false; r],
+        }
+    }
+
+    /// Record the unit dims of `var` (nothing where it has none).
+    pub(super) fn set_units(&mut self, var: &str, u: Units) {
+        if u.iter().any(|x| *x) {
+            self.unit.insert(var.to_string(), u);
+        }
+    }
+
+    /// Block `b` with every element present: broadcast along its unit dims.
+    pub(super) fn full(&mut self, b: Blk) -> Blk {
+        let u = self.units(&b.var, b.dims.len());
+        if !u.iter().any(|x| *x) {
+            return b;
+        }
+        let var = self.fresh("f");
+        self.line(
+            b.depth,
+            format!(
+                "{var} = tl.broadcast_to({}, {})",
+                b.var,
+                shape_list(&b.dims)
+            ),
+        );
+        Blk { var, ..b }
+    }
+
+    /// Record that `var` is the product of `a` and `b` (variables of the
+    /// same rank), for [`KernelEmitter::dot_sum`].
+    pub(super) fn note_product(&mut self, var: &str, a: &str, b: &str) {
+        self.prods
+            .insert(var.to_string(), (a.to_string(), b.to_string()));
+    }
+
+    /// The sum along `d` of `x` (a block of `dims`, emitted at `depth`) as a
+    /// matrix product, where `x` is a recorded product of two blocks that are
+    /// unit along complementary dims: the result variable (rank one less,
+    /// f32), or `None` where `x` is not such a product.
+    pub(super) fn dot_sum(
+        &mut self,
+        x: &str,
+        dims: &[BD],
+        d: usize,
+        depth: usize,
+    ) -> Option<String> {
+        let (a, b) = self.prods.get(x)?.clone();
+        let r = dims.len();
+        let (ua, ub) = (self.units(&a, r), self.units(&b, r));
+        if ua[d] || ub[d] {
+            return None;
+        }
+        // Rows: where b is unit and a is not; columns: the other way round.
+        let m = (0..r).find(|j| ub[*j] && !ua[*j])?;
+        let n = (0..r).find(|j| ua[*j] && !ub[*j])?;
+        let single = |j: usize| dims[j].size == "1" || (ua[j] && ub[j]);
+        if (0..r).any(|j| j != m && j != n && j != d && !single(j)) {
+            return None;
+        }
+        let (sm, sk, sn) = (
+            dims[m].size.clone(),
+            dims[d].size.clone(),
+            dims[n].size.clone(),
+        );
+        // Zero the padding of the summed dim in both operands.
+        let bd = &dims[d];
+        let (pa, pb) = if bd.even == Even::Yes {
+            (a.clone(), b.clone())
+        } else {
+            let (pa, pb) = (self.fresh("a"), self.fresh("b"));
+            for (p, s) in [(&pa, &a), (&pb, &b)] {
+                for l in Self::pad_lines(p, &format!("({s}).to(tl.float32)"), bd, d, r, "0.0") {
+                    self.line(depth, l);
+                }
+            }
+            (pa, pb)
+        };
+        let (a2, b2) = (self.fresh("a"), self.fresh("b"));
+        // a holds [.. m .. d ..] (or [.. d .. m ..]) with single elements
+        // elsewhere: a matrix of rows m and columns d, transposed where d
+        // comes first; b likewise [d, n].
+        let a_mat = if m < d {
+            format!("tl.reshape({pa}, [{sm}, {sk}])")
+        } else {
+            format!("tl.trans(tl.reshape({pa}, [{sk}, {sm}]))")
+        };
+        let b_mat = if d < n {
+            format!("tl.reshape({pb}, [{sk}, {sn}])")
+        } else {
+            format!("tl.trans(tl.reshape({pb}, [{sn}, {sk}]))")
+        };
+        // The result's dims: x's without d; m and n keep their order.
+        let out: Vec<BD> = dims
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != d)
+            .map(|(_, b)| b.clone())
+            .collect();
+        let ou: Vec<bool> = (0..r)
+            .filter(|j| *j != d)
+            .map(|j| j != m && j != n)
+            .collect();
+        let shape = real_shape(&out, &ou);
+        let mat = if m < n {
+            "tl.dot({a2}, {b2})".to_string()
+        } else {
+            "tl.trans(tl.dot({a2}, {b2}))".to_string()
+        };
+        let mat = mat.replace("{a2}", &a2).replace("{b2}", &b2);
+        let t = self.fresh("dot");
+        self.line(depth, format!("{a2} = ({a_mat}).to(tl.float32)"));
+        self.line(depth, format!("{b2} = ({b_mat}).to(tl.float32)"));
+        self.line(
+            depth,
+            format!("if ({sm} >= 16) and ({sk} >= 16) and ({sn} >= 16):"),
+        );
+        self.line(depth, format!("    {t} = tl.reshape({mat}, {shape})"));
+        self.line(depth, "else:".into());
+        self.line(
+            depth,
+            format!("    {t} = tl.sum(({pa}).to(tl.float32) * ({pb}).to(tl.float32), axis={d})"),
+        );
+        self.set_units(&t, ou);
+        let mut sizes: Vec<String> = vec![sm, sk, sn];
+        sizes.retain(|s| !s.is_empty());
+        self.work.push(Work {
+            bytes: 2,
+            sizes,
+            loops: self.loops[..depth.min(self.loops.len())].to_vec(),
+            flops: true,
+        });
+        Some(t)
+    }
+}
+
+impl KernelEmitter<'_, '_> {
+    /// The unit dims of a pointwise combination of variables `a` and `b` of
+    /// one rank: those where both are unit (none where either is whole).
+    pub(super) fn units_both(&self, a: &str, b: &str) -> Units {
+        match (self.unit.get(a), self.unit.get(b)) {
+            (Some(x), Some(y)) if x.len() == y.len() => {
+                x.iter().zip(y).map(|(p, q)| *p && *q).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+}
