@@ -625,7 +625,30 @@ class CheckPool:
 
 
 # ------------------------------------------------------------------- a case
-def bench_one(name, b, compile_mode, log, max_candidates=4, sweep=24, glob="*.py", pool=None, compile_timeout=90.0, compile_budget=0.0, retime=4):
+def neighbours(cfg, space):
+    """Schedules one step from cfg: one BLOCK_* value doubled or halved
+    (within its domain), num_warps or num_stages changed by one step."""
+    out = []
+    for k, v in space.items():
+        vs = sorted({int(x) for x in v})
+        if len(vs) < 2 or k not in cfg:
+            continue
+        if k.startswith("BLOCK_"):
+            for x in (int(cfg[k]) * 2, int(cfg[k]) // 2):
+                if x in vs:
+                    out.append({**cfg, k: x})
+    w = int(cfg.get("num_warps", 4))
+    for x in (w * 2, w // 2):
+        if x in WARPS:
+            out.append({**cfg, "num_warps": x})
+    st = int(cfg.get("num_stages", 2))
+    for x in (st + 1, st - 1):
+        if x in STAGES:
+            out.append({**cfg, "num_stages": x})
+    return out
+
+
+def bench_one(name, b, compile_mode, log, max_candidates=4, sweep=24, glob="*.py", pool=None, compile_timeout=90.0, compile_budget=0.0, retime=4, climb=3, climb_width=16):
     rec = {"workload": name, "B": b, "efir": [], "peers": {}}
     nbytes = sum(math.prod(s) * 2 for _, s, _ in shapes(name, b))
     ins = make_inputs(name, b, 0)
@@ -689,6 +712,42 @@ def bench_one(name, b, compile_mode, log, max_candidates=4, sweep=24, glob="*.py
         except Exception as e:  # noqa: BLE001
             r["ok"] = False
             r["error"] = "main: " + _error_text(e)
+    # local search: neighbours of the best schedules so far, compiled,
+    # checked and quick-timed like the sample
+    for rnd in range(climb):
+        ranked = sorted((e for e in entries if e[0].get("ok") and "quick_us" in e[0]), key=lambda e: e[0]["quick_us"])
+        seen = {(p, tuple(sorted(r["config"].items()))) for r, p in entries}
+        fresh = []
+        for r, p in ranked[:3]:
+            for cfg in neighbours(r["config"], mods[p].CONFIG_SPACE):
+                key = (p, tuple(sorted(cfg.items())))
+                if key in seen or len(fresh) >= climb_width:
+                    continue
+                seen.add(key)
+                fresh.append(({"candidate": p.stem, "config": cfg, "kernels": mods[p].ESTIMATE["kernels"], "estimate_us": mods[p].ESTIMATE["time_us"], "climb": rnd + 1}, p))
+        if not fresh:
+            break
+        t1 = time.time()
+        ftasks = [{"path": str(p), "name": name, "b": b, "cfg": r["config"], "seed": 10 + len(tasks) + i} for i, (r, p) in enumerate(fresh)]
+        tasks += ftasks
+        results = pool.run(ftasks, compile_timeout, compile_budget) if pool is not None else [_check(t, {str(p): m for p, m in mods.items()}) for t in ftasks]
+        for (r, _), res in zip(fresh, results):
+            r.update({k: v for k, v in res.items() if k not in ("fatal",) and v not in (None, "")})
+            r["ok"] = bool(res.get("ok"))
+        for r, p in fresh:
+            if not r["ok"]:
+                continue
+            mod, cfg = mods[p], r["config"]
+            try:
+                mod.run(*qin, config=cfg)
+                torch.cuda.synchronize()
+                r["quick_us"] = median_us(lambda m=mod, c=cfg: m.run(*qin, config=c), rep=8)
+            except Exception as e:  # noqa: BLE001
+                r["ok"] = False
+                r["error"] = "main: " + _error_text(e)
+        entries += fresh
+        best = min((r["quick_us"] for r, _ in entries if r.get("ok") and "quick_us" in r), default=float("nan"))
+        log(f"  climb {rnd + 1}: {len(fresh)} neighbours in {time.time() - t1:.0f} s, {sum(r['ok'] for r, _ in fresh)} ok; best quick {best:.1f} us")
     del qin
     quick = sorted((e for e in entries if e[0].get("ok") and "quick_us" in e[0]), key=lambda e: e[0]["quick_us"])
     if quick:
@@ -774,6 +833,8 @@ def main():
     ap.add_argument("--compile-timeout", type=float, default=90.0, help="seconds per schedule's compile and check")
     ap.add_argument("--compile-budget", type=float, default=100.0, help="seconds per case after which no further schedules start compiling (0: no limit)")
     ap.add_argument("--retime", type=int, default=4, help="best schedules per case re-timed properly")
+    ap.add_argument("--climb", type=int, default=3, help="rounds of local search around the best schedules (neighbours: one block doubled or halved, warps, stages)")
+    ap.add_argument("--climb-width", type=int, default=16, help="schedules tried per round of local search")
     ap.add_argument("--cases", default="", help="only these name:B pairs, comma separated")
     ap.add_argument("--glob", default="*.py", help="candidate modules to run")
     ap.add_argument("--warm", type=int, default=0, help="torch.compile the peers in N processes first")
@@ -819,7 +880,7 @@ def main():
             t0 = time.time()
             log(f"{name} B={b}")
             try:
-                rec = bench_one(name, b, args.compile_mode, log, args.candidates, sweep, args.glob, pool, args.compile_timeout, args.compile_budget, args.retime)
+                rec = bench_one(name, b, args.compile_mode, log, args.candidates, sweep, args.glob, pool, args.compile_timeout, args.compile_budget, args.retime, args.climb, args.climb_width)
             except Exception as e:  # noqa: BLE001
                 rec = {"workload": name, "B": b, "error": str(e)[-600:]}
                 log(f"  FAILED: {_error_text(e)[:300]}")

@@ -111,6 +111,10 @@ struct KernelEmitter<'p, 'a> {
     unit: HashMap<String, Units>,
     /// Variables that are the product of two others (see [`bcast`]).
     prods: HashMap<String, (String, String)>,
+    /// f32 variables whose values are exactly those of a 16-bit float type.
+    narrow: HashMap<String, DType>,
+    /// Bounds of f32 variables, where known (see [`bcast`]).
+    bounds: HashMap<String, (f64, f64)>,
 }
 
 /// One load, store or matmul of a kernel, per program: element sizes (block
@@ -254,6 +258,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             facts: causal::element_facts(p.func),
             unit: HashMap::new(),
             prods: HashMap::new(),
+            narrow: HashMap::new(),
+            bounds: HashMap::new(),
         }
     }
 
@@ -473,7 +479,13 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         m.join(" & ")
     }
 
-    fn ptr(name: &str, dims: &[BD], exts: &[Extent], lead: Option<(&str, String)>) -> String {
+    fn ptr(
+        &self,
+        name: &str,
+        dims: &[BD],
+        exts: &[Extent],
+        lead: Option<(&str, String)>,
+    ) -> String {
         // Row-major strides over the buffer's extents (`lead` is a leading
         // collected dim indexed by a scalar).
         let all: Vec<String> = exts.iter().map(Extent::kernel).collect();
@@ -486,12 +498,33 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         };
         let r = dims.len();
         let off = lead.is_some() as usize;
+        // Offsets into a buffer of 2^31 elements or more are 64-bit.
+        // (A collected dim has at most as many tiles as its axis's extent.)
+        let elems = exts.iter().try_fold(1u128, |n, e| match e {
+            Extent::N(x) => Some(n * *x as u128),
+            Extent::Tiles(a) => match self.p.axes.get(a).map(|i| &i.extent) {
+                Some(Extent::N(x)) => Some(n * *x as u128),
+                _ => None,
+            },
+        });
+        let wide = elems.is_none_or(|n| n >= 1 << 31);
+        let idx64 = |x: String| {
+            if wide {
+                format!("({x}).to(tl.int64)")
+            } else {
+                x
+            }
+        };
         let mut terms = Vec::new();
         if let Some((idx, _)) = &lead {
-            terms.push(format!("{idx} * ({})", stride(0)));
+            terms.push(format!("{} * ({})", idx64(idx.to_string()), stride(0)));
         }
         for (i, d) in dims.iter().enumerate() {
-            terms.push(format!("{} * ({})", along(&d.offs, i, r), stride(i + off)));
+            terms.push(format!(
+                "{} * ({})",
+                idx64(along(&d.offs, i, r)),
+                stride(i + off)
+            ));
         }
         if terms.is_empty() {
             name.to_string()
@@ -511,7 +544,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             self.loads.insert((v, i));
             let name = buf_param(f, v, i);
             let var = self.fresh("x");
-            let ptr = Self::ptr(&name, &dims, &exts, None);
+            let ptr = self.ptr(&name, &dims, &exts, None);
             for l in Self::masked(&dims, |m| match m {
                 None => format!("{var} = tl.load({ptr})"),
                 Some(m) => format!("{var} = tl.load({ptr}, mask={m}, other=0)"),
@@ -574,6 +607,45 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
     }
 
     fn emit_def(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        let x = self.emit_op(v, lay)?;
+        // Views and widening casts of 16-bit floats hold values exactly
+        // representable in 16 bits (see [`bcast`]'s dots).
+        let f = self.p.func;
+        if let (Some(i), Val::T(b)) = (self.p.def[v.index()], &x) {
+            let op = &f.ops[i];
+            let view = matches!(
+                op.name.as_str(),
+                "tensor.broadcast" | "tensor.reshape" | "tensor.transpose" | "ew.cast"
+            );
+            if view && matches!(b.dtype, DType::F32 | DType::F64) {
+                if let Some(a) = op.operands.first() {
+                    if let Some(t) = self.exact16_of(*a) {
+                        self.narrow.insert(b.var.clone(), t);
+                    }
+                }
+            }
+        }
+        Ok(x)
+    }
+
+    /// Where value `a` (already emitted in some tiling) holds 16-bit
+    /// floats exactly: their type.
+    fn exact16_of(&self, a: ValueId) -> Option<DType> {
+        let t = self.p.func.ty(a).as_tensor()?;
+        if matches!(t.dtype, DType::F16 | DType::BF16) {
+            return Some(t.dtype);
+        }
+        // The operand's own block: any tiling of it holds the same values.
+        self.memo
+            .iter()
+            .find(|((v, _), _)| *v == a)
+            .and_then(|(_, x)| match x {
+                Val::T(b) => self.narrow.get(&b.var).copied(),
+                Val::Tup(_) => None,
+            })
+    }
+
+    fn emit_op(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
         let f = self.p.func;
         let Some(i) = self.p.def[v.index()] else {
             return self.load(v, lay);
@@ -940,6 +1012,13 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                     self.line(depth, format!("{x} = ({}).to(tl.float32)", b.var));
                     let u = self.units(&b.var, rank);
                     self.set_units(&x, u.clone());
+                    let n16 = match b.dtype {
+                        DType::F16 | DType::BF16 => Some(b.dtype),
+                        _ => self.narrow.get(&b.var).copied(),
+                    };
+                    if let Some(t) = n16 {
+                        self.narrow.insert(x.clone(), t);
+                    }
                     fargs.push((x, u));
                 }
                 for sv in &s {
@@ -947,7 +1026,12 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                     u.insert(d, true);
                     fargs.push((along_insert(sv, d, rank), u));
                 }
-                let ys = self.inline(&fname, &fargs, depth)?;
+                // A maximum producer's state bounds its input from above.
+                let maxof = match &p {
+                    Attr::Term(n, _) if n == "red.max" && ip == 1 => vec![(0, xs.len())],
+                    _ => Vec::new(),
+                };
+                let ys = self.inline_bounded(&fname, &fargs, depth, &maxof)?;
                 let yb: Vec<Blk> = ys
                     .into_iter()
                     .map(|var| Blk {
@@ -1035,6 +1119,19 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         args: &[(String, Units)],
         depth: usize,
     ) -> Result<Vec<String>, String> {
+        self.inline_bounded(fname, args, depth, &[])
+    }
+
+    /// [`KernelEmitter::inline`], where each `(i, j)` of `maxof` says that
+    /// argument `j` is the maximum of argument `i` (so `i - j <= 0`): the
+    /// bounds this gives the results are recorded (see [`bcast`]'s dots).
+    fn inline_bounded(
+        &mut self,
+        fname: &str,
+        args: &[(String, Units)],
+        depth: usize,
+        maxof: &[(usize, usize)],
+    ) -> Result<Vec<String>, String> {
         let g = self
             .p
             .module
@@ -1054,6 +1151,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             };
             env.insert(*p, (a.clone(), u));
         }
+        let mut iv: HashMap<ValueId, bcast::Bound> = HashMap::new();
+        let param = |v: ValueId| g.params.iter().position(|p| *p == v);
         for op in &g.ops {
             let dt = g
                 .ty(op.result)
@@ -1076,6 +1175,17 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             };
             let var = self.fresh("g");
             self.line(depth, format!("{var} = {e}"));
+            let below_max = op.name == "ew.sub"
+                && op.operands.len() == 2
+                && matches!((param(op.operands[0]), param(op.operands[1])),
+                    (Some(i), Some(j)) if maxof.contains(&(i, j)));
+            let ins: Vec<Option<bcast::Bound>> =
+                op.operands.iter().map(|o| iv.get(o).copied()).collect();
+            let value = op.attrs.get("value").and_then(Attr::as_f64);
+            if let Some(b) = bcast::bound_of(&op.name, &ins, value, below_max) {
+                iv.insert(op.result, b);
+                self.bounds.insert(var.clone(), b);
+            }
             if op.name == "ew.mul" && op.operands.len() == 2 {
                 let (a, b) = (
                     env[&op.operands[0]].0.clone(),
@@ -1703,7 +1813,7 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
             None
         };
         let lead_ref = lead.as_ref().map(|(x, s)| (x.as_str(), s.clone()));
-        let ptr = KernelEmitter::ptr(&name, &b.dims, &exts, lead_ref);
+        let ptr = e.ptr(&name, &b.dims, &exts, lead_ref);
         let val = format!("({}).to({})", b.var, tl_dtype(l.dtype));
         for line in KernelEmitter::masked(&b.dims, |m| match m {
             None => format!("tl.store({ptr}, {val})"),

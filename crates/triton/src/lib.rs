@@ -106,7 +106,7 @@ pub fn py_ident(s: &str) -> String {
 }
 
 /// Matmuls with an unsplit K longer than this get a K loop when lowered.
-pub const AUTO_K: u64 = 64;
+pub const AUTO_K: u64 = 128;
 
 /// A parallel axis of a program.
 #[derive(Clone, Debug)]
@@ -286,7 +286,11 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
             b *= 2;
         }
         info.default = if roles[a] {
-            top.clamp(16, 64)
+            if top <= 128 {
+                top.max(16)
+            } else {
+                64
+            }
         } else if batch.contains_key(a) {
             1
         } else {
@@ -544,7 +548,9 @@ fn auto_grid(f: &Func, k: &mut Kernel, axes: &mut IndexMap<String, AxisInfo>) {
                 dm.push(b);
                 b *= 2;
             }
-            (dm, top.min(64))
+            // A dim of at most 128 (an attention head) is one block by
+            // default: splitting it would recompute what it is reduced from.
+            (dm, if top <= 128 { top } else { 64 })
         } else {
             (vec![1], 1)
         };

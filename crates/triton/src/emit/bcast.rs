@@ -165,8 +165,15 @@ impl KernelEmitter<'_, '_> {
         };
         let mat = mat.replace("{a2}", &a2).replace("{b2}", &b2);
         let t = self.fresh("dot");
-        self.line(depth, format!("{a2} = ({a_mat}).to(tl.float32)"));
-        self.line(depth, format!("{b2} = ({b_mat}).to(tl.float32)"));
+        // f16 operands where that loses nothing against TF32 (the default
+        // precision of an f32 tl.dot), f32 otherwise.
+        let ty = if self.fits_f16(&a) && self.fits_f16(&b) {
+            "tl.float16"
+        } else {
+            "tl.float32"
+        };
+        self.line(depth, format!("{a2} = ({a_mat}).to({ty})"));
+        self.line(depth, format!("{b2} = ({b_mat}).to({ty})"));
         self.line(
             depth,
             format!("if ({sm} >= 16) and ({sk} >= 16) and ({sn} >= 16):"),
@@ -200,5 +207,60 @@ impl KernelEmitter<'_, '_> {
             }
             _ => Vec::new(),
         }
+    }
+}
+
+/// Closed bounds `(lo, hi)` of a value (infinite ends allowed).
+pub(super) type Bound = (f64, f64);
+
+/// The bounds of a pointwise op's result from its operands' (`None`:
+/// unknown). `below_max`: the op is `x - max(x)`, at most 0.
+pub(super) fn bound_of(
+    op: &str,
+    ins: &[Option<Bound>],
+    value: Option<f64>,
+    below_max: bool,
+) -> Option<Bound> {
+    let hull = |a: Bound, b: Bound| (a.0.min(b.0), a.1.max(b.1));
+    match op {
+        "tensor.full" => value.filter(|v| !v.is_nan()).map(|v| (v, v)),
+        "ew.sub" if below_max => Some((f64::NEG_INFINITY, 0.0)),
+        "ew.exp" => ins
+            .first()
+            .copied()
+            .flatten()
+            .map(|(lo, hi)| (lo.exp(), hi.exp())),
+        "ew.select" => Some(hull(ins.get(1).copied()??, ins.get(2).copied()??)),
+        "ew.cast" => ins.first().copied().flatten(),
+        "ew.mul" => {
+            let (a, b) = (ins.first().copied()??, ins.get(1).copied()??);
+            let ps = [a.0 * b.0, a.0 * b.1, a.1 * b.0, a.1 * b.1];
+            if ps.iter().any(|p| p.is_nan()) {
+                return None;
+            }
+            Some((
+                ps.iter().copied().fold(f64::INFINITY, f64::min),
+                ps.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// The largest finite f16.
+const F16_MAX: f64 = 65504.0;
+
+impl KernelEmitter<'_, '_> {
+    /// Whether f32 variable `x` may enter a matrix product rounded to f16
+    /// with no more error than the default TF32 product (10 mantissa bits,
+    /// as f16's): its values are f16 values exactly, or bounded within f16's
+    /// range (TF32 rounds them to the same precision; only f16's subnormals,
+    /// below 6.1e-5, keep less, an absolute error under 3e-8).
+    pub(super) fn fits_f16(&self, x: &str) -> bool {
+        self.narrow.get(x) == Some(&efir_ir::DType::F16)
+            || self
+                .bounds
+                .get(x)
+                .is_some_and(|(lo, hi)| *lo >= -F16_MAX && *hi <= F16_MAX)
     }
 }

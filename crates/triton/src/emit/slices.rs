@@ -100,7 +100,7 @@ impl KernelEmitter<'_, '_> {
         } else {
             format!(
                 "{var} = tl.load({}, mask={mask}, other=0)",
-                Self::ptr(&name, &at, &exts, None)
+                self.ptr(&name, &at, &exts, None)
             )
         };
         self.line(depth, line);
