@@ -234,3 +234,28 @@ def test_a_hostile_file_name_stays_in_the_docstring(tmp_path):
     assert "a\"\"\"\nraise SystemExit(\"injected\")\n\"\"\"\\b\u2028.efir" in mod.__doc__
     errs = h.check_module(py, src, fname, tmp_path / "ref")
     assert max(errs) <= TOL
+
+
+def test_names_that_differ_only_in_punctuation_stay_apart(tmp_path):
+    """Value names that differ only in `.`, `$` or `_` (`%l.weight` and
+    `%l_weight`, `%a$1` and `%a_1`) become distinct Python identifiers: the
+    kernel takes both parameters and computes the program's result."""
+    src = tmp_path / "coll.efir"
+    src.write_text(
+        "func @coll(%l.weight: tensor<4x8xf32>, %l_weight: tensor<4x8xf32>) -> tensor<4x8xf32> {\n"
+        "  %a$1 = ew.add %l.weight, %l_weight : tensor<4x8xf32>\n"
+        "  %a_1 = ew.mul %a$1, %l_weight : tensor<4x8xf32>\n"
+        "  %a__1 = ew.sub %a_1, %a$1 : tensor<4x8xf32>\n"
+        "  return %a__1 : tensor<4x8xf32>\n"
+        "}\n"
+    )
+    (py, mod, fname), = translate(src, tmp_path / "py")
+    import ast
+
+    tree = ast.parse(py.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            names = [a.arg for a in node.args.args]
+            assert len(names) == len(set(names)), (node.name, names)
+    errs = h.check_module(py, src, fname, tmp_path / "ref")
+    assert max(errs) <= TOL

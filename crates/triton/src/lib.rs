@@ -98,8 +98,33 @@ pub fn doc_escape(s: &str) -> String {
     out
 }
 
-/// A Python identifier for an efir name.
+/// The Python identifier part for an efir name (injective: distinct names
+/// never share one). A name of ASCII letters, digits and single
+/// underscores is itself; any other (`l.weight`, `x$1`, `a__b`, `é`) is its
+/// characters with every other one replaced by `_`, then `__` and the hex
+/// of its UTF-8 bytes, which no name of the first kind contains.
 pub fn py_ident(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !s.contains("__");
+    if plain {
+        return s.to_string();
+    }
+    let mut out: String = s
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    out.push_str("__");
+    for b in s.bytes() {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// A readable file stem for a program name: every character other than an
+/// ASCII letter or digit becomes `_` (not injective: a caller writing
+/// several files checks that their stems differ).
+pub fn file_stem(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect()

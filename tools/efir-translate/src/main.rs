@@ -84,8 +84,17 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     let failed = res.failed;
     if let Some(dir) = &cli.output_dir {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create `{dir}`: {e}"))?;
+        let mut stems: std::collections::HashMap<String, &str> = Default::default();
+        for (n, _) in &out {
+            let stem = efir_triton::file_stem(n);
+            if let Some(m) = stems.insert(stem.clone(), n) {
+                return Err(format!(
+                    "programs `@{m}` and `@{n}` would both be written to `{stem}.py`; rename one"
+                ));
+            }
+        }
         for (n, text) in &out {
-            let p = std::path::Path::new(dir).join(format!("{}.py", efir_triton::py_ident(n)));
+            let p = std::path::Path::new(dir).join(format!("{}.py", efir_triton::file_stem(n)));
             std::fs::write(&p, text).map_err(|e| format!("cannot write `{}`: {e}", p.display()))?;
         }
     } else {
