@@ -61,6 +61,29 @@ pub fn to_triton(
     registry: &Registry,
     opts: &TritonOptions,
 ) -> Result<TritonOutput, String> {
+    // Emission recurses along chains of values: it runs on a thread with a
+    // stack for long chains (reserved, not committed, until used), and the
+    // emitter refuses chains deeper than that stack holds.
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("efir-translate".into())
+            .stack_size(TRANSLATE_STACK)
+            .spawn_scoped(s, || to_triton_here(src, file_name, registry, opts))
+            .map_err(|e| format!("cannot start the translation thread: {e}"))?
+            .join()
+            .map_err(|_| "the translation thread panicked".to_string())?
+    })
+}
+
+/// The stack of the translation thread (see [`to_triton`]).
+const TRANSLATE_STACK: usize = 1 << 30;
+
+fn to_triton_here(
+    src: &str,
+    file_name: &str,
+    registry: &Registry,
+    opts: &TritonOptions,
+) -> Result<TritonOutput, String> {
     let (m, diags) = parse_and_verify(src, registry);
     if diags.iter().any(|d| d.severity == Severity::Error) {
         return Ok(TritonOutput {

@@ -15,6 +15,10 @@ mod slices;
 
 use bcast::{pointwise_units, real_shape, Units};
 
+/// The deepest chain of values one kernel emits (each level takes a few
+/// frames of the translation thread's stack; see `efir_driver::translate`).
+const MAX_NESTING: usize = 20_000;
+
 /// One dim of a block: its length (a constexpr expression), the variable
 /// holding its offsets, the logical extent (for masks) and whether the
 /// blocks divide that extent (where they do, no mask is needed).
@@ -113,6 +117,9 @@ struct KernelEmitter<'p, 'a> {
     prods: HashMap<String, (String, String)>,
     /// f32 variables whose values are exactly those of a 16-bit float type.
     narrow: HashMap<String, DType>,
+    /// How many [`KernelEmitter::emit`] calls are open (values being emitted
+    /// for the operands of others).
+    nesting: usize,
     /// Bounds of f32 variables, where known (see [`bcast`]).
     bounds: HashMap<String, (f64, f64)>,
 }
@@ -260,6 +267,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             prods: HashMap::new(),
             narrow: HashMap::new(),
             bounds: HashMap::new(),
+            nesting: 0,
         }
     }
 
@@ -575,11 +583,20 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         if let Some(x) = self.memo.get(&(v, lay.clone())) {
             return Ok(x.clone());
         }
+        if self.nesting >= MAX_NESTING {
+            return Err(format!(
+                "a chain of more than {MAX_NESTING} ops inside one kernel (at `%{}`); split the program",
+                self.p.func.value(v).name
+            ));
+        }
+        self.nesting += 1;
         let x = if self.p.buffer[v.index()] {
-            self.load(v, lay)?
+            self.load(v, lay)
         } else {
-            self.emit_def(v, lay)?
+            self.emit_def(v, lay)
         };
+        self.nesting -= 1;
+        let x = x?;
         self.memo.insert((v, lay.clone()), x.clone());
         Ok(x)
     }
