@@ -355,18 +355,8 @@ impl Compact {
                 ))
             }
         };
-        let time_limit = match o.values.get("time-limit") {
-            None => 10.0,
-            Some(v) => v.parse::<f64>().ok().filter(|t| *t > 0.0).ok_or_else(|| {
-                format!("option `time-limit` must be a positive number of seconds, found `{v}`")
-            })?,
-        };
-        let sketch = match o.values.get("sketch") {
-            None => 0.0,
-            Some(v) => v.parse::<f64>().ok().filter(|t| *t >= 0.0).ok_or_else(|| {
-                format!("option `sketch` must be a number of seconds (0 or more), found `{v}`")
-            })?,
-        };
+        let time_limit = o.get_seconds("time-limit", 10.0, false)?;
+        let sketch = o.get_seconds("sketch", 0.0, true)?;
         if sketch > 0.0 && mode != Mode::Early {
             return Err("option `sketch` is for `mode=early` only".to_string());
         }
@@ -396,13 +386,13 @@ impl Compact {
             max_candidates: o.get_usize("max-candidates", 64)?,
             time_limit,
             max_states: o.get_usize("max-states", 1_000_000)?,
-            threads: match o.get_usize("threads", 1)? {
-                0 => return Err("option `threads` must be at least 1".to_string()),
-                t => t,
-            },
+            threads: o.get_usize_in("threads", 1, 1, MAX_THREADS)?,
         })
     }
 }
+
+/// The most worker threads compaction starts.
+pub const MAX_THREADS: usize = 256;
 
 /// What one enumeration found.
 #[derive(Clone, Debug, Default)]

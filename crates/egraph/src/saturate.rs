@@ -57,12 +57,7 @@ impl Saturate {
                 ));
             }
         }
-        let time_limit = match o.values.get("time-limit") {
-            None => 10.0,
-            Some(v) => v.parse::<f64>().ok().filter(|t| *t > 0.0).ok_or_else(|| {
-                format!("option `time-limit` must be a positive number of seconds, found `{v}`")
-            })?,
-        };
+        let time_limit = o.get_seconds("time-limit", 10.0, false)?;
         Ok(Saturate {
             families,
             iter_limit: o.get_usize("iter-limit", 30)?,

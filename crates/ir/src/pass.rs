@@ -104,7 +104,50 @@ impl PassOptions {
                 .map_err(|_| format!("option `{key}` must be a non-negative integer, found `{v}`")),
         }
     }
+
+    /// A duration option in seconds: finite, at most [`MAX_SECONDS`], and
+    /// positive (or, with `zero_ok`, zero too).
+    pub fn get_seconds(&self, key: &str, default: f64, zero_ok: bool) -> Result<f64, String> {
+        let Some(v) = self.values.get(key) else {
+            return Ok(default);
+        };
+        let what = if zero_ok {
+            "a number of seconds (0 or more)"
+        } else {
+            "a positive number of seconds"
+        };
+        match v.parse::<f64>() {
+            Ok(t) if t.is_finite() && (t > 0.0 || (zero_ok && t == 0.0)) && t <= MAX_SECONDS => {
+                Ok(t)
+            }
+            Ok(t) if t.is_finite() && t > MAX_SECONDS => Err(format!(
+                "option `{key}` must be at most {MAX_SECONDS} seconds, found `{v}`"
+            )),
+            _ => Err(format!("option `{key}` must be {what}, found `{v}`")),
+        }
+    }
+
+    /// An integer option within `lo..=hi`.
+    pub fn get_usize_in(
+        &self,
+        key: &str,
+        default: usize,
+        lo: usize,
+        hi: usize,
+    ) -> Result<usize, String> {
+        let n = self.get_usize(key, default)?;
+        if n < lo || n > hi {
+            return Err(format!(
+                "option `{key}` must be between {lo} and {hi}, found `{n}`"
+            ));
+        }
+        Ok(n)
+    }
 }
+
+/// The longest time limit a pass takes (a week), so that it converts to a
+/// `Duration` and to deadlines without overflow.
+pub const MAX_SECONDS: f64 = 604_800.0;
 
 /// A registered pass: its flag, docs and constructor.
 #[derive(Clone, Copy)]
