@@ -108,18 +108,56 @@ pub fn run_case(
     }
 }
 
-/// The name and text of a tool's input: a file, or stdin for `-`.
+/// The largest input a tool reads (256 MiB): beyond it (or from an endless
+/// device such as `/dev/zero`) reading stops with an error.
+pub const MAX_INPUT_BYTES: u64 = 256 << 20;
+
+/// The name and text of a tool's input: a file, or stdin for `-`; at most
+/// [`MAX_INPUT_BYTES`], and UTF-8.
 pub fn read_source(input: &str) -> Result<(String, String), String> {
-    use std::io::Read;
     if input == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|e| format!("cannot read stdin: {e}"))?;
+        let s = read_limited(std::io::stdin().lock(), "stdin")?;
         return Ok(("<stdin>".to_string(), s));
     }
-    let s = std::fs::read_to_string(input).map_err(|e| format!("cannot read `{input}`: {e}"))?;
+    let f = std::fs::File::open(input).map_err(|e| format!("cannot read `{input}`: {e}"))?;
+    let s = read_limited(f, &format!("`{input}`"))?;
     Ok((input.to_string(), s))
+}
+
+/// Read at most [`MAX_INPUT_BYTES`] of UTF-8 text from `r` (`what` names
+/// it in errors).
+pub fn read_limited(r: impl std::io::Read, what: &str) -> Result<String, String> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    r.take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("cannot read {what}: {e}"))?;
+    if buf.len() as u64 > MAX_INPUT_BYTES {
+        return Err(format!(
+            "{what} is larger than {} MiB, the most an efir tool reads",
+            MAX_INPUT_BYTES >> 20
+        ));
+    }
+    String::from_utf8(buf).map_err(|e| {
+        format!(
+            "{what} is not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+/// Write `text` to stdout and flush it. A closed pipe (`efir-opt f | head`)
+/// is not an error (the reader has what it wanted); any other failure (a
+/// full disk) is.
+pub fn write_stdout(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(format!("cannot write to stdout: {e}"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Whether to color diagnostics on stderr for a `--color` choice

@@ -7,7 +7,6 @@ use clap::Parser;
 use efir_diagnostics::{render, Diag};
 use efir_driver::{expected, run_case, split, PassFlag};
 use efir_ir::PrintOptions;
-use std::io::Write;
 use std::process::ExitCode;
 
 /// Parse, verify, transform and print .efir files.
@@ -144,11 +143,7 @@ fn run(cli: &Cli, flags: &[PassFlag]) -> Result<ExitCode, String> {
         Some(path) => {
             std::fs::write(path, &text).map_err(|e| format!("cannot write `{path}`: {e}"))?
         }
-        None => {
-            let mut stdout = std::io::stdout().lock();
-            // A closed pipe (`efir-opt f | head`) is not an error of ours.
-            let _ = stdout.write_all(text.as_bytes());
-        }
+        None => efir_driver::write_stdout(&text)?,
     }
     Ok(if failed {
         ExitCode::from(1)

@@ -55,6 +55,109 @@ struct Cli {
     /// --compare: random input seeds per tile choice.
     #[arg(long, default_value_t = 3)]
     trials: usize,
+    /// The most memory the program's values may take (bytes, or with a
+    /// K, M, G or T suffix); a program that could need more is refused
+    /// before it runs. Default: half of the memory available.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_memory: Option<u128>,
+}
+
+/// A size in bytes: `123`, `64K`, `512M`, `8G`, `1T` (powers of 1024).
+fn parse_size(s: &str) -> Result<u128, String> {
+    let t = s.trim();
+    let (num, mul) = match t.chars().last() {
+        Some(c) if c.is_ascii_alphabetic() => {
+            let m: u128 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => return Err(format!("`{s}` is not a size (a number with K, M, G or T)")),
+            };
+            (&t[..t.len() - 1], m)
+        }
+        _ => (t, 1),
+    };
+    let n: u128 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (a number with K, M, G or T)"))?;
+    n.checked_mul(mul)
+        .filter(|b| *b > 0)
+        .ok_or_else(|| format!("`{s}` is not a usable size"))
+}
+
+/// Half of the memory available (Linux `MemAvailable`), or 4 GiB where it
+/// is not known.
+fn default_memory() -> u128 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u128>().ok())
+        })
+        .map_or(4 << 30, |kb| kb * 1024 / 2)
+}
+
+/// `b` bytes for a reader: `512 B`, `3.2 KiB`, ..., `7450.6 GiB`.
+fn human(b: u128) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut x = b as f64;
+    let mut u = 0;
+    while x >= 1024.0 && u + 1 < units.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{x:.1} {}", units[u])
+    }
+}
+
+/// Refuse `f` where its values could take more than `budget` bytes: the
+/// interpreter keeps every value (8 bytes an element; a dim of tiles
+/// counts as many as the largest extent of the function).
+fn check_memory(f: &efir_ir::Func, budget: u128) -> Result<(), String> {
+    let mut widest: u128 = 1;
+    for v in &f.values {
+        for l in v.ty.leaves() {
+            for d in &l.shape {
+                if let efir_ir::Dim::Static(n) = d {
+                    widest = widest.max(*n as u128);
+                }
+            }
+        }
+    }
+    let mut total: u128 = 0;
+    let mut big: (u128, String) = (0, String::new());
+    for v in &f.values {
+        let mut bytes: u128 = 0;
+        for l in v.ty.leaves() {
+            let n = l.shape.iter().fold(8u128, |acc, d| {
+                acc.saturating_mul(match d {
+                    efir_ir::Dim::Static(n) => *n as u128,
+                    efir_ir::Dim::Axis(_) => widest,
+                })
+            });
+            bytes = bytes.saturating_add(n);
+        }
+        if bytes > big.0 {
+            big = (bytes, format!("%{} ({})", v.name, v.ty));
+        }
+        total = total.saturating_add(bytes);
+    }
+    if total > budget {
+        return Err(format!(
+            "`@{}` could need {} for its values, more than the {} allowed (--max-memory); the largest is {}, {}",
+            f.name,
+            human(total),
+            human(budget),
+            big.1,
+            human(big.0)
+        ));
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -69,8 +172,9 @@ fn main() -> ExitCode {
 }
 
 fn load(path: &Path) -> Result<Module, String> {
-    let src = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let f =
+        std::fs::File::open(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let src = efir_driver::read_limited(f, &format!("`{}`", path.display()))?;
     let reg = efir_registry::registry();
     let (m, diags) = efir_ir::parse_and_verify(&src, &reg);
     if !diags.is_empty() {
@@ -82,6 +186,11 @@ fn load(path: &Path) -> Result<Module, String> {
         return Err(format!("`{}` is not a valid program", path.display()));
     }
     Ok(m)
+}
+
+/// One line on stdout (see [`efir_driver::write_stdout`]).
+fn out(line: &str) -> Result<(), String> {
+    efir_driver::write_stdout(&format!("{line}\n"))
 }
 
 fn parse_tiles(s: &str) -> Result<BTreeMap<String, usize>, String> {
@@ -129,6 +238,13 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
                 .name
                 .clone(),
         };
+        let budget = cli.max_memory.unwrap_or_else(default_memory);
+        for (m, file) in [(&ma, a), (&mb, b)] {
+            let g = m
+                .func(&func)
+                .ok_or_else(|| format!("no function `@{func}` in `{}`", file.display()))?;
+            check_memory(g, budget)?;
+        }
         let opts = CompareOptions {
             func,
             tol: cli.tol,
@@ -141,14 +257,14 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         for t in &rep.trials {
             let tiles: Vec<String> = t.tiles.iter().map(|(a, n)| format!("{a}={n}")).collect();
             let errs: Vec<String> = t.errors.iter().map(|e| format!("{e:.3e}")).collect();
-            println!(
+            out(&format!(
                 "seed {:>3}  tiles [{}]  rel_l2 [{}]",
                 t.seed,
                 tiles.join(","),
                 errs.join(", ")
-            );
+            ))?;
         }
-        println!(
+        out(&format!(
             "max rel_l2 {:.3e} (tolerance {:.1e}): {}",
             rep.max_error,
             cli.tol,
@@ -157,7 +273,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
             } else {
                 "NOT equivalent"
             }
-        );
+        ))?;
         return Ok(if rep.ok {
             ExitCode::SUCCESS
         } else {
@@ -185,6 +301,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
             names.join(", ")
         )
     })?;
+    check_memory(f, cli.max_memory.unwrap_or_else(default_memory))?;
     let dist = if cli.dist == "uniform" {
         Dist::Uniform
     } else {
@@ -249,12 +366,12 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     }
     let mut bad = false;
     for (i, (o, v)) in outs.iter().zip(&f.returns).enumerate() {
-        report(i, &f.value(*v).name, o, &mut bad);
+        report(i, &f.value(*v).name, o, &mut bad)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn report(i: usize, name: &str, t: &Tensor, bad: &mut bool) {
+fn report(i: usize, name: &str, t: &Tensor, bad: &mut bool) -> Result<(), String> {
     let nan = t.data.iter().filter(|v| v.is_nan()).count();
     let inf = t.data.iter().filter(|v| v.is_infinite()).count();
     let finite: Vec<f64> = t.data.iter().copied().filter(|v| v.is_finite()).collect();
@@ -267,9 +384,14 @@ fn report(i: usize, name: &str, t: &Tensor, bad: &mut bool) {
     } else {
         format!("mean {mean:.6e}  min {min:.6e}  max {max:.6e}")
     };
-    println!("out{i} %{name}: {}x{}  {stats}", shape.join("x"), t.dtype);
+    out(&format!(
+        "out{i} %{name}: {}x{}  {stats}",
+        shape.join("x"),
+        t.dtype
+    ))?;
     if nan + inf > 0 {
         *bad = true;
         eprintln!("warning: output out{i} (%{name}) has {nan} NaN and {inf} infinite values");
     }
+    Ok(())
 }

@@ -6,7 +6,6 @@
 use clap::Parser;
 use efir_diagnostics::render;
 use efir_driver::translate::TritonOptions;
-use std::io::Write;
 use std::process::ExitCode;
 
 /// Translate .efir programs to Triton.
@@ -110,11 +109,12 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
                 std::fs::write(path, text).map_err(|e| format!("cannot write `{path}`: {e}"))?;
             }
             None => {
-                let mut stdout = std::io::stdout().lock();
+                let mut all = String::new();
                 for (n, text) in &out {
-                    let _ = writeln!(stdout, "# ===== @{n} =====");
-                    let _ = stdout.write_all(text.as_bytes());
+                    all.push_str(&format!("# ===== @{n} =====\n"));
+                    all.push_str(text);
                 }
+                efir_driver::write_stdout(&all)?;
             }
         }
     }
