@@ -2055,10 +2055,11 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
         let d: Vec<String> = info.domain.iter().map(|x| x.to_string()).collect();
         space.push(format!("    \"BLOCK_{id}\": [{}],", d.join(", ")));
     }
-    defaults.push("    \"num_warps\": 4,".into());
-    defaults.push("    \"num_stages\": 2,".into());
-    space.push("    \"num_warps\": [1, 2, 4, 8],".into());
-    space.push("    \"num_stages\": [1, 2, 3, 4],".into());
+    defaults.push(format!("    \"num_warps\": {},", p.warps));
+    defaults.push(format!("    \"num_stages\": {},", p.stages));
+    let list = |xs: &[u32]| xs.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    space.push(format!("    \"num_warps\": [{}],", list(&crate::WARPS)));
+    space.push(format!("    \"num_stages\": [{}],", list(&crate::STAGES)));
     let _ = writeln!(out, "DEFAULT_CONFIG = {{\n{}\n}}", defaults.join("\n"));
     let _ = writeln!(out);
     let _ = writeln!(out, "CONFIG_SPACE = {{\n{}\n}}", space.join("\n"));

@@ -177,6 +177,70 @@ pub struct Plan<'a> {
     pub kernels: Vec<Kernel>,
     /// The axes.
     pub axes: IndexMap<String, AxisInfo>,
+    /// `num_warps` and `num_stages` of the default configuration.
+    pub warps: u32,
+    /// See `warps`.
+    pub stages: u32,
+}
+
+/// The legal `num_warps` values of a configuration.
+pub const WARPS: [u32; 4] = [1, 2, 4, 8];
+/// The legal `num_stages` values of a configuration.
+pub const STAGES: [u32; 5] = [1, 2, 3, 4, 5];
+
+/// Apply a function's `schedule` attribute (the string a tuner records,
+/// `"BLOCK_k4096=64,num_warps=8,num_stages=3"`) to the plan's default
+/// configuration: every key must name a configuration parameter of the
+/// program and every value must be legal for it.
+fn apply_schedule(p: &mut Plan<'_>) -> Result<(), String> {
+    let Some(a) = p.func.attrs.get("schedule") else {
+        return Ok(());
+    };
+    let Attr::Str(text) = a else {
+        return Err("the `schedule` attribute must be a string such as \"BLOCK_m=64,num_warps=4\"".into());
+    };
+    for part in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| format!("schedule entry `{part}` is not KEY=VALUE"))?;
+        let (k, v) = (k.trim(), v.trim());
+        let n: u64 = v
+            .parse()
+            .map_err(|_| format!("schedule entry `{part}`: `{v}` is not a positive integer"))?;
+        match k {
+            "num_warps" | "num_stages" => {
+                let (legal, slot): (&[u32], &mut u32) = if k == "num_warps" {
+                    (&WARPS, &mut p.warps)
+                } else {
+                    (&STAGES, &mut p.stages)
+                };
+                let n = u32::try_from(n).ok().filter(|n| legal.contains(n)).ok_or_else(|| {
+                    format!("schedule entry `{part}`: {k} must be one of {legal:?}")
+                })?;
+                *slot = n;
+            }
+            _ => {
+                let id = k.strip_prefix("BLOCK_").ok_or_else(|| {
+                    format!("schedule entry `{part}`: unknown parameter `{k}` (BLOCK_<axis>, num_warps, num_stages)")
+                })?;
+                let info = p
+                    .axes
+                    .values_mut()
+                    .find(|i| py_ident(&i.name) == id)
+                    .ok_or_else(|| {
+                        format!("schedule entry `{part}`: the program has no axis for `{k}`")
+                    })?;
+                if !info.domain.contains(&n) {
+                    return Err(format!(
+                        "schedule entry `{part}`: {k} must be one of {:?}",
+                        info.domain
+                    ));
+                }
+                info.default = n;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn stateless(t: &Type) -> bool {
@@ -384,14 +448,18 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
             return Err("a parameter returned as a result is not supported".into());
         }
     }
-    Ok(Plan {
+    let mut p = Plan {
         module,
         func: f,
         def,
         buffer,
         kernels,
         axes,
-    })
+        warps: 4,
+        stages: 2,
+    };
+    apply_schedule(&mut p)?;
+    Ok(p)
 }
 
 /// Fuse epilogues: a reduction or matmul without parallel state (a buffer
