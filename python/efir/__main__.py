@@ -1,4 +1,9 @@
-"""Command line: `python -m efir import FILE.py:NAME --example-shapes 2x32:f16 ... [-o OUT.efir]`.
+"""Command line:
+
+- `python -m efir import FILE.py:NAME --example-shapes 2x32:f16 ... [-o OUT.efir]`
+- `python -m efir tune CANDS.efir -o TUNED.efir [--budget SECONDS] [--top K]`
+  (see `efir.tune`)
+- `python -m efir cache list|clear`: the tuning cache
 
 NAME is a torch.nn.Module subclass (constructed without arguments) or a
 function of tensors; each --example-shapes gives one input's shape and dtype
@@ -8,6 +13,7 @@ function of tensors; each --example-shapes gives one input's shape and dtype
 
 import argparse
 import importlib.util
+import os
 import sys
 
 import torch
@@ -32,7 +38,18 @@ def main(argv=None):
     imp.add_argument("target", help="FILE.py:NAME")
     imp.add_argument("--example-shapes", action="append", default=[], help="one input: 2x32:f16")
     imp.add_argument("-o", dest="out")
+    tun = sub.add_parser("tune", help="tune the schedules of a file's candidates on the GPU")
+    tun.add_argument("input", help="candidates (.efir, as efir-opt --saturate --compact writes them)")
+    tun.add_argument("-o", dest="out", required=True, help="the tuned file (.efir)")
+    tun.add_argument("--budget", type=float, default=float(os.environ.get("EFIR_TUNE_BUDGET", "60")), help="seconds of measurement (default 60, or EFIR_TUNE_BUDGET)")
+    tun.add_argument("--top", type=int, default=4, help="candidates shortlisted by static estimate (default 4)")
+    cac = sub.add_parser("cache", help="the tuning cache")
+    cac.add_argument("action", choices=["list", "clear"])
     args = ap.parse_args(argv)
+    if args.cmd == "tune":
+        return _tune(args)
+    if args.cmd == "cache":
+        return _cache(args)
     path, _, name = args.target.partition(":")
     spec = importlib.util.spec_from_file_location("efir_user_program", path)
     if spec is None or not name:
@@ -61,6 +78,57 @@ def main(argv=None):
         open(args.out, "w").write(text)
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def _tune(args):
+    from .tune import TuneError, tune_file
+
+    if args.budget <= 0 or args.budget != args.budget or args.budget == float("inf"):
+        print(f"error: --budget must be a positive number of seconds, found {args.budget}", file=sys.stderr)
+        return 2
+    if args.top < 1:
+        print(f"error: --top must be at least 1, found {args.top}", file=sys.stderr)
+        return 2
+    bar = None
+    try:
+        from tqdm import tqdm
+
+        if sys.stderr.isatty():
+            bar = tqdm(desc="tune", unit="schedule", file=sys.stderr)
+    except ImportError:
+        pass
+
+    def progress(name, cfg, t, best):
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f"{name} best {best:.1f} us" if best < float("inf") else name)
+
+    try:
+        res = tune_file(args.input, args.out, budget_s=args.budget, top=args.top, progress=progress)
+    except (TuneError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if bar is not None:
+            bar.close()
+    how = "from the cache" if res["cached"] else f"{res['measured']} schedules measured"
+    print(f"@{res['candidate']}: {res['time_us']:.1f} us ({how}) -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def _cache(args):
+    from .tune import Cache
+
+    c = Cache()
+    if args.action == "clear":
+        print(f"removed {c.clear()} entries from {c.path}")
+        return 0
+    rows = c.entries()
+    for r in rows:
+        env = r["meta"].get("env", {})
+        print(f"{r['key'][:12]}  @{r['candidate']}  {r['time_us']:.1f} us  {env.get('device')}  {r['meta'].get('file', '')}")
+    print(f"{len(rows)} entries in {c.path}")
     return 0
 
 

@@ -1,0 +1,470 @@
+"""Schedule tuning by measurement, and its persistent cache.
+
+`python -m efir tune CANDS.efir -o TUNED.efir [--budget S] [--top K]`
+shortlists the K candidates of a file by efir's static estimate, explores
+each one's schedule space (its default, random samples of CONFIG_SPACE,
+then one-step neighbours of the best schedules found), spends measurement
+by successive halving across candidates, checks every timed schedule
+against a reference (relative L2 <= 0.01), and writes the chosen candidate
+with its schedule recorded as a `schedule` attribute (which
+`efir-translate --to-triton` emits as DEFAULT_CONFIG) beside the functions
+it uses. Results are remembered in a SQLite file (`Cache`), keyed by the
+candidates' text, the GPU, and the Triton, torch and efir versions: a
+second tune of the same file on the same GPU measures nothing.
+
+The search (`search`) only sees a `measure(candidate, config)` function
+returning microseconds, or None for a schedule that does not compile, does
+not fit, or computes a wrong result, so it is tested with fake timers.
+"""
+
+import hashlib
+import json
+import math
+import os
+import pathlib
+import random
+import re
+import sqlite3
+import time
+
+TOL = 1e-2
+MAX_BLOCK = 256  # sampled BLOCK_* values at most this
+WARPS = (2, 4, 8)
+STAGES = (2, 3, 4, 5)
+
+
+# ------------------------------------------------------------------ the cache
+def cache_dir():
+    """EFIR_CACHE_DIR, else $XDG_CACHE_HOME/efir, else ~/.cache/efir."""
+    d = os.environ.get("EFIR_CACHE_DIR")
+    if d:
+        return pathlib.Path(d)
+    base = os.environ.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
+    return pathlib.Path(base) / "efir"
+
+
+class Cache:
+    """Tuning results in SQLite (`tune.sqlite` under `cache_dir()`), safe
+    for concurrent processes (WAL journal, a busy timeout, one transaction
+    per write)."""
+
+    def __init__(self, path=None):
+        self.path = pathlib.Path(path) if path else cache_dir() / "tune.sqlite"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
+        self.db.execute("PRAGMA busy_timeout = 60000")
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS tuned (key TEXT PRIMARY KEY, candidate TEXT NOT NULL, "
+            "schedule TEXT NOT NULL, time_us REAL, meta TEXT NOT NULL, created REAL NOT NULL)"
+        )
+
+    def get(self, key):
+        row = self.db.execute("SELECT candidate, schedule, time_us, meta, created FROM tuned WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        return {"candidate": row[0], "schedule": json.loads(row[1]), "time_us": row[2], "meta": json.loads(row[3]), "created": row[4]}
+
+    def put(self, key, candidate, schedule, time_us, meta):
+        self.db.execute(
+            "INSERT OR REPLACE INTO tuned (key, candidate, schedule, time_us, meta, created) VALUES (?, ?, ?, ?, ?, ?)",
+            (key, candidate, json.dumps(schedule, sort_keys=True), time_us, json.dumps(meta, sort_keys=True), time.time()),
+        )
+
+    def entries(self):
+        rows = self.db.execute("SELECT key, candidate, schedule, time_us, meta, created FROM tuned ORDER BY created").fetchall()
+        return [{"key": k, "candidate": c, "schedule": json.loads(s), "time_us": t, "meta": json.loads(m), "created": cr} for k, c, s, t, m, cr in rows]
+
+    def clear(self):
+        n = self.db.execute("SELECT COUNT(*) FROM tuned").fetchone()[0]
+        self.db.execute("DELETE FROM tuned")
+        return n
+
+    def close(self):
+        self.db.close()
+
+
+def environment():
+    """What a tuned time depends on besides the program: the device and the
+    versions of Triton, torch and efir."""
+    env = {"device": "cpu", "triton": None, "torch": None, "efir": None}
+    try:
+        import torch
+
+        env["torch"] = torch.__version__
+        if torch.cuda.is_available():
+            env["device"] = torch.cuda.get_device_name()
+    except ImportError:
+        pass
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        pass
+    try:
+        from importlib.metadata import version
+
+        env["efir"] = version("efir")
+    except Exception:  # noqa: BLE001 (not installed as a distribution)
+        env["efir"] = "source"
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        env["device"] = "triton-interpreter"
+    return env
+
+
+def cache_key(text, env, top):
+    """The key of a tuning: the candidates' text, the shortlist size and the
+    environment."""
+    blob = json.dumps({"text": text, "env": env, "top": top}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# ----------------------------------------------------------------- the search
+def neighbours(cfg, space):
+    """Schedules one step from cfg: one BLOCK_* value doubled or halved
+    (within its domain), num_warps or num_stages changed by one step."""
+    out = []
+    for k, v in space.items():
+        vs = sorted({int(x) for x in v})
+        if not k.startswith("BLOCK_") or len(vs) < 2 or k not in cfg:
+            continue
+        for x in (int(cfg[k]) * 2, int(cfg[k]) // 2):
+            if x in vs:
+                out.append({**cfg, k: x})
+    w = int(cfg.get("num_warps", 4))
+    for x in (w * 2, w // 2):
+        if x in WARPS and x in space.get("num_warps", WARPS):
+            out.append({**cfg, "num_warps": x})
+    st = int(cfg.get("num_stages", 2))
+    for x in (st + 1, st - 1):
+        if x in STAGES and x in space.get("num_stages", STAGES):
+            out.append({**cfg, "num_stages": x})
+    return out
+
+
+def samples(default, space, n, rng):
+    """The default schedule, then up to n - 1 distinct random schedules of
+    the space (BLOCK_* values at most MAX_BLOCK, or a domain's smallest)."""
+    out, seen = [dict(default)], {_key(default)}
+    tries = 0
+    while len(out) < n and tries < 50 * n:
+        tries += 1
+        c = dict(default)
+        for k, v in space.items():
+            vs = sorted({int(x) for x in v})
+            if k.startswith("BLOCK_"):
+                c[k] = rng.choice([x for x in vs if x <= MAX_BLOCK] or vs[:1])
+            elif k == "num_warps":
+                c[k] = rng.choice([x for x in vs if x in WARPS] or vs)
+            elif k == "num_stages":
+                c[k] = rng.choice([x for x in vs if x in STAGES] or vs)
+        if _key(c) not in seen:
+            seen.add(_key(c))
+            out.append(c)
+    return out
+
+
+def _key(cfg):
+    return tuple(sorted(cfg.items()))
+
+
+def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.monotonic, progress=None):
+    """Successive halving over candidates with a local search per survivor.
+
+    cands: [(name, default_config, config_space)], best static estimate
+    first. measure(name, cfg) -> microseconds, or None (infeasible or
+    wrong). Round 0 measures each candidate's default and `first - 1`
+    random schedules; every later round keeps the better half of the
+    candidates (by their best time) and measures up to `width` unmeasured
+    neighbours of each survivor's two best schedules. It stops when the
+    budget is spent, or when one candidate is left and a round found
+    nothing faster. Returns {"name", "config", "time_us", "measured",
+    "rounds", "trace"} (name None when nothing measured was correct).
+    """
+    rng = random.Random(seed)
+    t0 = clock()
+    times = {name: {} for name, _, _ in cands}  # name -> {cfg key: (cfg, time or None)}
+    spaces = {name: space for name, _, space in cands}
+    trace = []
+
+    def run(name, cfg):
+        k = _key(cfg)
+        if k in times[name]:
+            return times[name][k][1]
+        t = measure(name, cfg)
+        times[name][k] = (dict(cfg), t)
+        trace.append((name, dict(cfg), t))
+        if progress:
+            progress(name, cfg, t, best()[2])
+        return t
+
+    def best_of(name):
+        ok = [(t, c) for c, t in times[name].values() if t is not None]
+        return min(ok, key=lambda x: x[0]) if ok else (math.inf, None)
+
+    def best():
+        b = (None, None, math.inf)
+        for name in times:
+            t, c = best_of(name)
+            if t < b[2]:
+                b = (name, c, t)
+        return b
+
+    def spent():
+        return clock() - t0 >= budget_s
+
+    alive = [name for name, _, _ in cands]
+    rounds = 0
+    for name, default, space in cands:
+        for cfg in samples(default, space, first, rng):
+            if spent():
+                break
+            run(name, cfg)
+    rounds = 1
+    while not spent() and alive:
+        alive.sort(key=lambda n: best_of(n)[0])
+        if len(alive) > 1:
+            alive = alive[: max(1, (len(alive) + 1) // 2)]
+        before = best()[2]
+        fresh = 0
+        for name in alive:
+            ranked = sorted(((t, c) for c, t in times[name].values() if t is not None), key=lambda x: x[0])[:2]
+            tried = 0
+            for _, c in ranked:
+                for nb in neighbours(c, spaces[name]):
+                    if tried >= width or spent():
+                        break
+                    if _key(nb) in times[name]:
+                        continue
+                    run(name, nb)
+                    tried += 1
+                    fresh += 1
+        rounds += 1
+        if fresh == 0 or (len(alive) == 1 and best()[2] >= before):
+            break
+    name, cfg, t = best()
+    return {"name": name, "config": cfg, "time_us": None if name is None else t, "measured": len(trace), "rounds": rounds, "trace": trace}
+
+
+# ------------------------------------------------------------ files and text
+_FUNC = re.compile(r"^func @([A-Za-z_][A-Za-z0-9_$.]*)\(", re.M)
+
+
+def functions(text):
+    """The top-level functions of printed .efir text: [(name, text)]."""
+    starts = [(m.start(), m.group(1)) for m in _FUNC.finditer(text)]
+    out = []
+    for i, (s, name) in enumerate(starts):
+        e = starts[i + 1][0] if i + 1 < len(starts) else len(text)
+        body = text[s:e]
+        end = body.rfind("\n}")
+        out.append((name, body[: end + 2] + "\n" if end >= 0 else body))
+    return out
+
+
+def schedule_text(cfg):
+    """A config as the `schedule` attribute's string (blocks by name, then
+    num_warps and num_stages)."""
+    order = sorted(k for k in cfg if k.startswith("BLOCK_")) + [k for k in ("num_warps", "num_stages") if k in cfg]
+    return ",".join(f"{k}={int(cfg[k])}" for k in order)
+
+
+def with_schedule(func_text, cfg):
+    """A printed function with its `schedule` attribute set to cfg."""
+    head, sep, rest = func_text.partition("{\n")
+    sched = f'schedule = "{schedule_text(cfg)}"'
+    head = re.sub(r',?\s*schedule = "[^"]*"', "", head)
+    if " attributes {" in head:
+        head = head.replace(" attributes {", " attributes {" + sched + ", ", 1)
+        head = head.replace(", }", "}")
+    else:
+        head = head.rstrip() + " attributes {" + sched + "} "
+    return head + sep + rest
+
+
+def tuned_module(text, name, cfg):
+    """The tuned file: the chosen candidate with its schedule, and every
+    function that is not a candidate (reducer functions it may use)."""
+    out = []
+    for fname, ftext in functions(text):
+        first = ftext.split("{\n", 1)[0]
+        if fname == name:
+            out.append(with_schedule(ftext, cfg))
+        elif "source = @" not in first:
+            out.append(ftext)
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------- tuning a file
+class TuneError(Exception):
+    """Tuning could not run or found nothing correct; the message says why."""
+
+
+def _bin(name):
+    from .compile import CompileError, _bin as find
+
+    try:
+        return find(name)
+    except CompileError as e:
+        raise TuneError(str(e)) from None
+
+
+def _sh(*args):
+    import subprocess
+
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise TuneError(f"`{pathlib.Path(args[0]).name}` failed ({r.returncode}):\n{r.stderr.strip()}")
+    return r.stdout
+
+
+def canonical(text, filename="<string>"):
+    """The file's text as efir prints it (so that equal programs have equal
+    keys)."""
+    from .compile import native
+
+    n = native()
+    if n is not None:
+        return n.parse(text, filename=filename)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="efir-tune-") as d:
+        p = pathlib.Path(d) / "in.efir"
+        p.write_text(text)
+        return _sh(_bin("efir-opt"), str(p))
+
+
+def shortlist(text, top):
+    """The `top` candidates by static estimate: [(name, module source)]."""
+    from .compile import native
+
+    n = native()
+    if n is not None:
+        return n.to_triton(text, top=top)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="efir-tune-") as d:
+        p = pathlib.Path(d) / "cands.efir"
+        p.write_text(text)
+        out = pathlib.Path(d) / "py"
+        _sh(_bin("efir-translate"), "--to-triton", str(p), "--top", str(top), "--output-dir", str(out))
+        names = [name for name, _ in functions(text)]
+        res = []
+        for name in names:
+            f = out / f"{re.sub(r'[^A-Za-z0-9]', '_', name)}.py"
+            if f.exists():
+                res.append((name, f.read_text()))
+        return res
+
+
+def _rel_l2(out, ref):
+    import torch
+
+    a, b = out.double().flatten(), ref.double().flatten()
+    fin = torch.isfinite(b)
+    if not bool(torch.equal(torch.isfinite(a), fin)):
+        return math.inf
+    a, b = a[fin], b[fin]
+    den = float(torch.linalg.vector_norm(b))
+    return float(torch.linalg.vector_norm(a - b)) / (den if den > 0 else 1.0)
+
+
+def reference(text, name, work):
+    """Run candidate `name` under efir's interpreter (`efir-run`) on seeded
+    random inputs: the directory holding `in_<param>.npy` and `out<i>.npy`."""
+    work = pathlib.Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    src = work / "cands.efir"
+    src.write_text(text)
+    _sh(_bin("efir-run"), str(src), "--func", name, "--output-dir", str(work), "--dump-inputs")
+    return work
+
+
+def _load(path, tag):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"efir_tune_{tag}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def tune_file(path, out, budget_s=60.0, top=4, timer=None, cache=None, progress=None, seed=0):
+    """Tune the candidates of .efir file `path` and write the tuned file to
+    `out`. `timer(name, mod, cfg, run)` -> microseconds replaces the GPU
+    timing (tests); correctness is checked either way. Returns a summary
+    dict; `cached` is true when the result came from the cache."""
+    import tempfile
+
+    import numpy as np
+    import torch
+
+    path, out = pathlib.Path(path), pathlib.Path(out)
+    text = canonical(path.read_text(), str(path))
+    env = environment()
+    key = cache_key(text, env, top)
+    own = cache is None
+    cache = cache or Cache()
+    try:
+        hit = cache.get(key)
+        if hit is not None:
+            out.write_text(tuned_module(text, hit["candidate"], hit["schedule"]))
+            return {"cached": True, "candidate": hit["candidate"], "config": hit["schedule"], "time_us": hit["time_us"], "measured": 0, "key": key}
+        mods = shortlist(text, top)
+        if not mods:
+            raise TuneError(f"no candidate of `{path}` could be translated")
+        cuda = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
+        if not cuda and timer is None:
+            raise TuneError("tuning measures on a CUDA GPU; none is available (TRITON_INTERPRET=1 runs only with a given timer)")
+        device = "cuda" if cuda else "cpu"
+        with tempfile.TemporaryDirectory(prefix="efir-tune-") as d:
+            d = pathlib.Path(d)
+            loaded = {}
+            for i, (name, src) in enumerate(mods):
+                p = d / f"cand{i}.py"
+                p.write_text(src)
+                loaded[name] = _load(p, f"{os.getpid()}_{i}")
+            first = mods[0][0]
+            ref = reference(text, first, d / "ref")
+            mod0 = loaded[first]
+            inputs = [torch.from_numpy(np.ascontiguousarray(np.load(ref / f"in_{n}.npy"))).to(device=device, dtype=dt) for n, _, dt in mod0.INPUTS]
+            outs = [torch.from_numpy(np.ascontiguousarray(np.load(ref / f"out{i}.npy"))) for i in range(len(list(ref.glob("out*.npy"))))]
+
+            def run_checked(mod, cfg):
+                res = mod.run(*inputs, config=cfg)
+                res = res if isinstance(res, (tuple, list)) else (res,)
+                if cuda:
+                    torch.cuda.synchronize()
+                errs = [_rel_l2(r.detach().float().cpu(), o.float()) for r, o in zip(res, outs)]
+                return max(errs) if errs else math.inf
+
+            failures = []
+
+            def measure(name, cfg):
+                mod = loaded[name]
+                try:
+                    err = run_checked(mod, cfg)
+                    if err > TOL:
+                        failures.append(f"@{name} {schedule_text(cfg)}: relative L2 error {err:.3g} > {TOL}")
+                        return None
+                    if timer is not None:
+                        return float(timer(name, mod, cfg, lambda: mod.run(*inputs, config=cfg)))
+                    import triton.testing
+
+                    return 1000.0 * float(triton.testing.do_bench(lambda: mod.run(*inputs, config=cfg), warmup=5, rep=25))
+                except Exception as e:  # noqa: BLE001 (does not compile, does not fit: infeasible)
+                    failures.append(f"@{name} {schedule_text(cfg)}: {type(e).__name__}: {str(e).strip()[:300]}")
+                    return None
+
+            cands = [(name, dict(loaded[name].DEFAULT_CONFIG), loaded[name].CONFIG_SPACE) for name, _ in mods]
+            res = search(cands, measure, budget_s=budget_s, seed=seed, progress=progress)
+        if res["name"] is None:
+            first = failures[0] if failures else "nothing was measured"
+            raise TuneError(f"no schedule of the {len(mods)} shortlisted candidates computed the right result (first failure: {first})")
+        out.write_text(tuned_module(text, res["name"], res["config"]))
+        cache.put(key, res["name"], res["config"], res["time_us"], {"env": env, "file": str(path), "measured": res["measured"]})
+        return {"cached": False, "candidate": res["name"], "config": res["config"], "time_us": res["time_us"], "measured": res["measured"], "key": key}
+    finally:
+        if own:
+            cache.close()
