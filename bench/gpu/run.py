@@ -55,6 +55,9 @@ import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 from triton.testing import do_bench_cudagraph  # noqa: E402
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
+from efir.tune import neighbours  # noqa: E402  (one step from a schedule, as the tuner moves)
+
 GEN = HERE / "gen"
 L2_BYTES = 60e6
 TOL = 1e-2
@@ -625,29 +628,6 @@ class CheckPool:
 
 
 # ------------------------------------------------------------------- a case
-def neighbours(cfg, space):
-    """Schedules one step from cfg: one BLOCK_* value doubled or halved
-    (within its domain), num_warps or num_stages changed by one step."""
-    out = []
-    for k, v in space.items():
-        vs = sorted({int(x) for x in v})
-        if len(vs) < 2 or k not in cfg:
-            continue
-        if k.startswith("BLOCK_"):
-            for x in (int(cfg[k]) * 2, int(cfg[k]) // 2):
-                if x in vs:
-                    out.append({**cfg, k: x})
-    w = int(cfg.get("num_warps", 4))
-    for x in (w * 2, w // 2):
-        if x in WARPS:
-            out.append({**cfg, "num_warps": x})
-    st = int(cfg.get("num_stages", 2))
-    for x in (st + 1, st - 1):
-        if x in STAGES:
-            out.append({**cfg, "num_stages": x})
-    return out
-
-
 def bench_one(name, b, compile_mode, log, max_candidates=4, sweep=24, glob="*.py", pool=None, compile_timeout=90.0, compile_budget=0.0, retime=4, climb=3, climb_width=16):
     rec = {"workload": name, "B": b, "efir": [], "peers": {}}
     nbytes = sum(math.prod(s) * 2 for _, s, _ in shapes(name, b))

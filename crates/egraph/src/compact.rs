@@ -4268,23 +4268,98 @@ pub fn summary(eg: &EGraph, chosen: &HashMap<Id, SymbolLang>, roots: &[Id]) -> (
     }
     let mut kernels = 0;
     let mut bytes = 0.0;
-    for (c, n) in chosen {
-        let c = eg.find(*c);
-        let op = n.op.as_str();
-        if op.starts_with("arg") || matches!(op, "tensor.full" | "tensor.iota") {
-            continue;
-        }
-        let buffer = roots.contains(&c)
+    let made = |c: Id, op: &str| {
+        roots.contains(&c)
             || op == "par.collect"
             || (stateless(eg[c].data.ty())
-                && (matches!(
+                && matches!(
                     op,
                     "tile.matmul"
                         | "tensor.matmul"
                         | "tensor.reduce"
                         | "par.reduce"
                         | "par.combine"
-                ) || (pointwise(op) && sliced.contains(&c))));
+                ))
+    };
+    let mut stored: HashSet<Id> = chosen
+        .iter()
+        .filter(|(c, n)| made(eg.find(**c), n.op.as_str()))
+        .map(|(c, _)| eg.find(*c))
+        .collect();
+    // Epilogues fused into their one consumer kernel (as the lowering's
+    // `epilogues` does).
+    let mut users: HashMap<Id, Vec<Id>> = HashMap::new();
+    for (c, n) in chosen {
+        for o in node_operands(eg, n) {
+            users.entry(eg.find(*o)).or_default().push(eg.find(*c));
+        }
+    }
+    let shape_of = |c: Id| -> Option<Vec<efir_ir::Dim>> {
+        let t = eg[c].data.ty()?;
+        let ls = t.leaves();
+        let s = ls.first()?.shape.clone();
+        ls.iter()
+            .all(|l| l.shape == s && l.state.is_empty())
+            .then_some(s)
+    };
+    let node_of = |c: Id| {
+        chosen.get(&c).or_else(|| {
+            chosen
+                .iter()
+                .find(|(k, _)| eg.find(**k) == c)
+                .map(|(_, n)| n)
+        })
+    };
+    let mut fused: Vec<Id> = Vec::new();
+    for &v in &stored {
+        let Some(n) = node_of(v) else { continue };
+        if roots.contains(&v)
+            || !matches!(
+                n.op.as_str(),
+                "par.reduce" | "tensor.reduce" | "tile.matmul" | "tensor.matmul"
+            )
+        {
+            continue;
+        }
+        let Some(shape) = shape_of(v) else { continue };
+        let mut targets: HashSet<Id> = HashSet::new();
+        let mut seen: HashSet<Id> = HashSet::new();
+        let mut stack = vec![v];
+        let mut ok = true;
+        'walk: while let Some(x) = stack.pop() {
+            if !seen.insert(x) {
+                continue;
+            }
+            for &u in users.get(&x).map(Vec::as_slice).unwrap_or(&[]) {
+                let Some(un) = node_of(u) else { continue };
+                let op = un.op.as_str();
+                if !(op.starts_with("ew.") || op == "tensor.get")
+                    || shape_of(u).as_ref() != Some(&shape)
+                {
+                    ok = false;
+                    break 'walk;
+                }
+                if stored.contains(&u) {
+                    targets.insert(u);
+                } else {
+                    stack.push(u);
+                }
+            }
+        }
+        if ok && targets.len() == 1 {
+            fused.push(v);
+        }
+    }
+    for v in fused {
+        stored.remove(&v);
+    }
+    for (c, n) in chosen {
+        let c = eg.find(*c);
+        let op = n.op.as_str();
+        if op.starts_with("arg") || matches!(op, "tensor.full" | "tensor.iota") {
+            continue;
+        }
+        let buffer = stored.contains(&c) || (pointwise(op) && sliced.contains(&c));
         if !buffer {
             continue;
         }

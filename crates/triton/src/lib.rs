@@ -197,7 +197,9 @@ fn apply_schedule(p: &mut Plan<'_>) -> Result<(), String> {
         return Ok(());
     };
     let Attr::Str(text) = a else {
-        return Err("the `schedule` attribute must be a string such as \"BLOCK_m=64,num_warps=4\"".into());
+        return Err(
+            "the `schedule` attribute must be a string such as \"BLOCK_m=64,num_warps=4\"".into(),
+        );
     };
     for part in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = part
@@ -214,9 +216,12 @@ fn apply_schedule(p: &mut Plan<'_>) -> Result<(), String> {
                 } else {
                     (&STAGES, &mut p.stages)
                 };
-                let n = u32::try_from(n).ok().filter(|n| legal.contains(n)).ok_or_else(|| {
-                    format!("schedule entry `{part}`: {k} must be one of {legal:?}")
-                })?;
+                let n = u32::try_from(n)
+                    .ok()
+                    .filter(|n| legal.contains(n))
+                    .ok_or_else(|| {
+                        format!("schedule entry `{part}`: {k} must be one of {legal:?}")
+                    })?;
                 *slot = n;
             }
             _ => {
