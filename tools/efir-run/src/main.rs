@@ -49,9 +49,11 @@ struct Cli {
     /// native: round to each dtype, accumulate in f32; f64: no rounding.
     #[arg(long, default_value = "native", value_parser = ["native", "f64"])]
     precision: String,
-    /// --compare: relative L2 tolerance per output.
-    #[arg(long, default_value_t = 1e-5)]
-    tol: f64,
+    /// --compare: relative L2 tolerance per output (default: by the
+    /// outputs' dtypes under native precision, 1e-3 for f16, 1e-2 for bf16,
+    /// 1e-5 for f32 and 1e-12 for f64; 1e-9 under --precision f64).
+    #[arg(long)]
+    tol: Option<f64>,
     /// --compare: random input seeds per tile choice.
     #[arg(long, default_value_t = 3)]
     trials: usize,
@@ -97,6 +99,31 @@ fn default_memory() -> u128 {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u128>().ok())
         })
         .map_or(4 << 30, |kb| kb * 1024 / 2)
+}
+
+/// The default --compare tolerance for `f`'s outputs: the loosest of their
+/// dtypes' (a legitimate reordering of f16 sums moves results by about the
+/// dtype's rounding, not by f32's).
+fn default_tol(f: &efir_ir::Func, precision: Precision) -> f64 {
+    if precision == Precision::F64 {
+        return 1e-9;
+    }
+    f.returns
+        .iter()
+        .flat_map(|r| {
+            f.ty(*r)
+                .leaves()
+                .into_iter()
+                .map(|l| l.dtype)
+                .collect::<Vec<_>>()
+        })
+        .map(|d| match d {
+            efir_ir::DType::F16 => 1e-3,
+            efir_ir::DType::BF16 => 1e-2,
+            efir_ir::DType::F64 => 1e-12,
+            _ => 1e-5,
+        })
+        .fold(0.0, f64::max)
 }
 
 /// `b` bytes for a reader: `512 B`, `3.2 KiB`, ..., `7450.6 GiB`.
@@ -245,9 +272,14 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
                 .ok_or_else(|| format!("no function `@{func}` in `{}`", file.display()))?;
             check_memory(g, budget)?;
         }
+        let tol = match cli.tol {
+            Some(t) if t.is_finite() && t >= 0.0 => t,
+            Some(t) => return Err(format!("--tol must be a non-negative number, found {t}")),
+            None => default_tol(ma.func(&func).ok_or("no such function")?, precision),
+        };
         let opts = CompareOptions {
             func,
-            tol: cli.tol,
+            tol,
             trials: cli.trials,
             seed: cli.seed,
             precision,
@@ -267,7 +299,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         out(&format!(
             "max rel_l2 {:.3e} (tolerance {:.1e}): {}",
             rep.max_error,
-            cli.tol,
+            tol,
             if rep.ok {
                 "equivalent"
             } else {
