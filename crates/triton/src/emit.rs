@@ -117,6 +117,11 @@ struct KernelEmitter<'p, 'a> {
     prods: HashMap<String, (String, String)>,
     /// f32 variables whose values are exactly those of a 16-bit float type.
     narrow: HashMap<String, DType>,
+    /// Matrix products that a later accumulator update may absorb (see
+    /// [`bcast`]).
+    dots: HashMap<String, bcast::DotInfo>,
+    /// f32 variables that are copies of others.
+    copy_of: HashMap<String, String>,
     /// How many [`KernelEmitter::emit`] calls are open (values being emitted
     /// for the operands of others).
     nesting: usize,
@@ -268,6 +273,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             narrow: HashMap::new(),
             bounds: HashMap::new(),
             nesting: 0,
+            dots: HashMap::new(),
+            copy_of: HashMap::new(),
         }
     }
 
@@ -930,6 +937,9 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             self.line(depth, format!("{var} = ({s}).to({})", tl_dtype(l.dtype)));
             let u = self.units(&s, dims.len());
             self.set_units(&var, u);
+            if l.dtype == DType::F32 {
+                self.copy_of.insert(var.clone(), s.clone());
+            }
             out.push(Val::T(Blk {
                 var,
                 dims,
@@ -1048,7 +1058,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                     Attr::Term(n, _) if n == "red.max" && ip == 1 => vec![(0, xs.len())],
                     _ => Vec::new(),
                 };
-                let ys = self.inline_bounded(&fname, &fargs, depth, &maxof)?;
+                let ys = self.inline(&fname, &fargs, depth, &maxof)?;
                 let yb: Vec<Blk> = ys
                     .into_iter()
                     .map(|var| Blk {
@@ -1078,6 +1088,14 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         };
         match name.as_str() {
             "red.sum" | "red.max" => {
+                if name == "red.sum" {
+                    let fused = self
+                        .dot_update(&a[0], &b[0], depth)
+                        .or_else(|| self.dot_update(&b[0], &a[0], depth));
+                    if let Some(v) = fused {
+                        return Ok(vec![v]);
+                    }
+                }
                 let var = self.fresh("m");
                 let e = if name == "red.sum" {
                     format!("{} + {}", a[0], b[0])
@@ -1117,8 +1135,14 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 let all2: Vec<String> = c2.iter().chain(s2).chain(&s).cloned().collect();
                 let args1 = with_units(self, &all1);
                 let args2 = with_units(self, &all2);
-                let c1 = self.inline(&h, &args1, depth)?;
-                let c2 = self.inline(&h, &args2, depth)?;
+                // A merged maximum is at least each side's: old - new <= 0.
+                let nc = c1.len();
+                let maxof: Vec<(usize, usize)> = match &p {
+                    Attr::Term(n, _) if n == "red.max" && np == 1 => vec![(nc, nc + 1)],
+                    _ => Vec::new(),
+                };
+                let c1 = self.inline(&h, &args1, depth, &maxof)?;
+                let c2 = self.inline(&h, &args2, depth, &maxof)?;
                 let cs = self.combine(&c, &c1, &c2, depth)?;
                 Ok(s.into_iter().chain(cs).collect())
             }
@@ -1129,20 +1153,11 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
     /// Inline a pointwise function of the module over block expressions.
     ///
     /// Arguments come with their unit dims (see [`bcast`]; an empty list for
-    /// a whole block of unknown rank); the results' are recorded.
+    /// a whole block of unknown rank); the results' are recorded. Each
+    /// `(i, j)` of `maxof` says that argument `j` is the maximum of argument
+    /// `i` (so `i - j <= 0`): the bounds this gives the results are recorded
+    /// too (see [`bcast`]'s dots).
     fn inline(
-        &mut self,
-        fname: &str,
-        args: &[(String, Units)],
-        depth: usize,
-    ) -> Result<Vec<String>, String> {
-        self.inline_bounded(fname, args, depth, &[])
-    }
-
-    /// [`KernelEmitter::inline`], where each `(i, j)` of `maxof` says that
-    /// argument `j` is the maximum of argument `i` (so `i - j <= 0`): the
-    /// bounds this gives the results are recorded (see [`bcast`]'s dots).
-    fn inline_bounded(
         &mut self,
         fname: &str,
         args: &[(String, Units)],
@@ -1415,6 +1430,9 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 let u = self.units(&b.var, b.dims.len());
                 let var = self.fresh("t");
                 self.line(inner, format!("{var} = ({}).to(tl.float32)", b.var));
+                if b.dtype == DType::F32 {
+                    self.copy_of.insert(var.clone(), b.var.clone());
+                }
                 if u.iter().any(|x| *x) && u.len() == dims.len() {
                     self.scopes[outer].lines[*at] = format!(
                         "{acc} = tl.full({}, {idv}, tl.float32)",

@@ -185,6 +185,23 @@ impl KernelEmitter<'_, '_> {
             format!("    {t} = tl.sum(({pa}).to(tl.float32) * ({pb}).to(tl.float32), axis={d})"),
         );
         self.set_units(&t, ou);
+        if m < n && m < d {
+            self.dots.insert(
+                t.clone(),
+                DotInfo {
+                    a: pa.clone(),
+                    b2: b2.clone(),
+                    prod: format!("({pa}).to(tl.float32) * ({pb}).to(tl.float32)"),
+                    d,
+                    r,
+                    m,
+                    n,
+                    sizes: (sm.clone(), sk.clone(), sn.clone()),
+                    ty: ty.to_string(),
+                    shape: shape.clone(),
+                },
+            );
+        }
         let mut sizes: Vec<String> = vec![sm, sk, sn];
         sizes.retain(|s| !s.is_empty());
         self.work.push(Work {
@@ -207,6 +224,106 @@ impl KernelEmitter<'_, '_> {
             }
             _ => Vec::new(),
         }
+    }
+}
+
+/// A matrix product made by [`KernelEmitter::dot_sum`] (rows before
+/// columns, rows before the summed dim), kept so that a later update
+/// `acc + dot * scale` can be one `tl.dot` into the accumulator.
+#[derive(Clone, Debug)]
+pub(super) struct DotInfo {
+    /// The left operand before it became a matrix (rank `r`, padded).
+    a: String,
+    /// The right operand as a matrix (`[K, N]`).
+    b2: String,
+    /// The broadcast product (the fallback for blocks under 16).
+    prod: String,
+    /// The summed dim, the rank of the product, the row and column dims.
+    d: usize,
+    r: usize,
+    m: usize,
+    n: usize,
+    /// The block sizes of rows, summed dim and columns.
+    sizes: (String, String, String),
+    /// The operands' element type.
+    ty: String,
+    /// The real shape of the result (rank `r - 1`).
+    shape: String,
+}
+
+impl KernelEmitter<'_, '_> {
+    /// The variable `x` stands for, through f32 copies.
+    pub(super) fn resolve(&self, x: &str) -> String {
+        let mut x = x.to_string();
+        while let Some(y) = self.copy_of.get(&x) {
+            x = y.clone();
+        }
+        x
+    }
+
+    /// `acc + p` as one `tl.dot` into the accumulator, where `p` is a
+    /// product `dot * scale` of a matrix product and a per-row scale (unit
+    /// along the product's columns): `acc + (A @ B) * s = dot(A * s, B,
+    /// acc)`, FlashAttention's update of its weighted sum (no product
+    /// block besides the accumulator). The result variable, or `None`.
+    pub(super) fn dot_update(&mut self, acc: &str, p: &str, depth: usize) -> Option<String> {
+        let (x, y) = self.prods.get(p)?.clone();
+        let (info, scale) = [(&x, &y), (&y, &x)].into_iter().find_map(|(dv, sv)| {
+            let info = self.dots.get(&self.resolve(dv))?.clone();
+            Some((info, sv.clone()))
+        })?;
+        let ro = info.r - 1;
+        let (mo, no) = (info.m, if info.n > info.d { info.n - 1 } else { info.n });
+        let us = self.units(&scale, ro);
+        let ua = self.units(acc, ro);
+        if us.len() != ro || !us[no] || ua[mo] || ua[no] {
+            return None;
+        }
+        // f16 operands stay within f16's range only under a scale of at
+        // most 1 in magnitude.
+        if info.ty == "tl.float16"
+            && !self
+                .bounds
+                .get(&scale)
+                .is_some_and(|(lo, hi)| *lo >= -1.0 && *hi <= 1.0)
+        {
+            return None;
+        }
+        let (sm, sk, sn) = info.sizes.clone();
+        // The scale as a block of the product's rank (a unit summed dim).
+        let idx: Vec<&str> = (0..info.r)
+            .map(|j| if j == info.d { "None" } else { ":" })
+            .collect();
+        let sc = format!("({scale})[{}]", idx.join(", "));
+        let ap = self.fresh("a");
+        let v = self.fresh("m");
+        self.line(
+            depth,
+            format!(
+                "{ap} = (tl.reshape(({}).to(tl.float32) * {sc}, [{sm}, {sk}])).to({})",
+                info.a, info.ty
+            ),
+        );
+        self.line(
+            depth,
+            format!("if ({sm} >= 16) and ({sk} >= 16) and ({sn} >= 16):"),
+        );
+        self.line(
+            depth,
+            format!(
+                "    {v} = tl.reshape(tl.dot({ap}, {}, tl.reshape({acc}, [{sm}, {sn}])), {})",
+                info.b2, info.shape
+            ),
+        );
+        self.line(depth, "else:".into());
+        self.line(
+            depth,
+            format!(
+                "    {v} = {acc} + tl.sum({}, axis={}) * ({scale})",
+                info.prod, info.d
+            ),
+        );
+        Some(v)
     }
 }
 
