@@ -122,6 +122,10 @@ struct KernelEmitter<'p, 'a> {
     dots: HashMap<String, bcast::DotInfo>,
     /// f32 variables that are copies of others.
     copy_of: HashMap<String, String>,
+    /// Inside the loop over the tiles wholly below a causal diagonal: the
+    /// grid axis (query tiles) and the loop axis (key tiles), under which a
+    /// causal mask is all true (see [`causal`]).
+    unmasked: Option<(String, String)>,
     /// How many [`KernelEmitter::emit`] calls are open (values being emitted
     /// for the operands of others).
     nesting: usize,
@@ -273,6 +277,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             narrow: HashMap::new(),
             bounds: HashMap::new(),
             nesting: 0,
+            unmasked: None,
             dots: HashMap::new(),
             copy_of: HashMap::new(),
         }
@@ -674,6 +679,28 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         let Some(i) = self.p.def[v.index()] else {
             return self.load(v, lay);
         };
+        if let (Some((g, l)), Some(Fact::Mask { i: di, j: dj })) =
+            (&self.unmasked, self.facts[v.index()])
+        {
+            if lay.get(di) == Some(&Some(g.clone())) && lay.get(dj) == Some(&Some(l.clone())) {
+                // A causal mask on a tile wholly below the diagonal: all
+                // true (a block of single elements, at the loop's depth).
+                let t = f.ty(v).as_tensor().ok_or("expected a tensor")?.clone();
+                let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
+                let (dims, _) = self.dims(&exts, lay)?;
+                let depth = self.top();
+                let var = self.fresh("t");
+                let ones = vec!["1"; dims.len()].join(", ");
+                self.line(depth, format!("{var} = tl.full([{ones}], 1, tl.int1)"));
+                self.set_units(&var, vec![true; dims.len()]);
+                return Ok(Val::T(Blk {
+                    var,
+                    dims,
+                    dtype: t.dtype,
+                    depth,
+                }));
+            }
+        }
         let op = &f.ops[i];
         let name = op.name.as_str();
         let rt = f.ty(v).clone();
@@ -1235,6 +1262,16 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
     /// With `stop`, the loop runs over the first `stop` tiles only (a
     /// variable of the enclosing scope; see [`causal`]).
     fn open_loop(&mut self, axis: &str, stop: Option<String>) -> usize {
+        let (hi, name) = match stop {
+            Some(h) => (h, format!("{axis}/causal")),
+            None => (format!("NT_{}", py_ident(axis)), axis.to_string()),
+        };
+        self.open_loop_range(axis, "0", hi, name)
+    }
+
+    /// Open a loop over tiles `lo..hi` of `axis`; `name` is the loop as the
+    /// estimate counts it (`<axis>`, `<axis>/causal`, `<axis>/diag`).
+    fn open_loop_range(&mut self, axis: &str, lo: &str, hi: String, name: String) -> usize {
         let id = py_ident(axis);
         let i = if self.live.get(axis).is_some_and(|n| *n > 0) {
             self.n += 1;
@@ -1242,12 +1279,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         } else {
             format!("i_{id}")
         };
-        let (hi, name) = match stop {
-            Some(h) => (h, format!("{axis}/causal")),
-            None => (format!("NT_{id}"), axis.to_string()),
-        };
         self.scopes.push(Scope {
-            header: format!("for {i} in range(0, {hi}):"),
+            header: format!("for {i} in range({lo}, {hi}):"),
             lines: Vec::new(),
         });
         let inner = self.top();
@@ -1410,55 +1443,35 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                         py_ident(&axis)
                     ),
                 );
-                Some(hi)
+                Some((hi, g, ig, bg, bl))
             }
             _ => None,
         };
-        let inner = self.open_loop(&axis, stop);
         let x = op.operands[0];
-        if self.dot_accumulates(&r, x) {
-            // A sum of matmul tiles: each tile's product goes into the fp32
-            // accumulator as it is made, never rounded to the tile's dtype.
-            let (la, lb) = self.matmul_layouts(x, &inner_lay)?;
-            self.matmul_product(x, &la, &lb, &inner_lay, Some((&accs[0], inner)))?;
-        } else {
-            let xs = self.emit(x, &inner_lay)?.blocks();
-            // An accumulator holds single elements where its tile states do
-            // (see [`bcast`]): its initial value takes their shape.
-            let mut xv = Vec::new();
-            for ((b, (at, dims, idv)), acc) in xs.iter().zip(&inits).zip(&accs) {
-                let u = self.units(&b.var, b.dims.len());
-                let var = self.fresh("t");
-                self.line(inner, format!("{var} = ({}).to(tl.float32)", b.var));
-                if b.dtype == DType::F32 {
-                    self.copy_of.insert(var.clone(), b.var.clone());
-                }
-                if u.iter().any(|x| *x) && u.len() == dims.len() {
-                    self.scopes[outer].lines[*at] = format!(
-                        "{acc} = tl.full({}, {idv}, tl.float32)",
-                        real_shape(dims, &u)
-                    );
-                    self.set_units(acc, u.clone());
-                }
-                self.set_units(&var, u);
-                xv.push(var);
+        match stop {
+            Some((hi, g, ig, bg, bl)) if !self.dot_accumulates(&r, x) => {
+                // The tiles wholly below the diagonal (every key before
+                // every query of the tile) first, where the causal mask is
+                // all true and is not computed; then the diagonal tiles,
+                // masked.
+                let lo = self.fresh("lo");
+                self.line(
+                    outer,
+                    format!("{lo} = tl.minimum(({ig} * {bg} + 1) // {bl}, {hi})"),
+                );
+                let name = format!("{axis}/causal");
+                let inner = self.open_loop_range(&axis, "0", lo.clone(), name);
+                self.unmasked = Some((g.clone(), axis.clone()));
+                let res = self.reduce_iteration(&r, x, &inner_lay, &accs, &inits, outer, inner);
+                self.unmasked = None;
+                res?;
+                self.close_loop(&axis)?;
+                let inner = self.open_loop_range(&axis, &lo, hi, format!("{axis}/diag"));
+                self.reduce_iteration(&r, x, &inner_lay, &accs, &inits, outer, inner)?;
             }
-            let merged = self.combine(&r, &accs, &xv, inner)?;
-            // A merged state whole where its accumulator was unit makes the
-            // accumulator whole (a loop-carried variable keeps its shape).
-            for ((acc, m), (at, dims, idv)) in accs.iter().zip(&merged).zip(&inits) {
-                let (ua, um) = (self.units(acc, dims.len()), self.units(m, dims.len()));
-                if ua != um {
-                    self.scopes[outer].lines[*at] = format!(
-                        "{acc} = tl.full({}, {idv}, tl.float32)",
-                        real_shape(dims, &um)
-                    );
-                    self.unit.remove(acc);
-                    self.set_units(acc, um);
-                }
-            }
-            for (a, m) in accs.iter().zip(&merged) {
-                self.line(inner, format!("{a} = {m}"));
+            stop => {
+                let inner = self.open_loop(&axis, stop.map(|s| s.0));
+                self.reduce_iteration(&r, x, &inner_lay, &accs, &inits, outer, inner)?;
             }
         }
         self.close_loop(&axis)?;
@@ -1479,6 +1492,67 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             self.offs.remove(&format!("axis:{al}"));
         }
         self.finish(v, lay, accs, outer)
+    }
+
+    /// One iteration of a parallel reduction's loop (at depth `inner`):
+    /// the tile state of `x`, merged into the accumulators.
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_iteration(
+        &mut self,
+        r: &Attr,
+        x: ValueId,
+        inner_lay: &Layout,
+        accs: &[String],
+        inits: &[(usize, Vec<BD>, String)],
+        outer: usize,
+        inner: usize,
+    ) -> Result<(), String> {
+        if self.dot_accumulates(r, x) {
+            // A sum of matmul tiles: each tile's product goes into the fp32
+            // accumulator as it is made, never rounded to the tile's dtype.
+            let (la, lb) = self.matmul_layouts(x, inner_lay)?;
+            self.matmul_product(x, &la, &lb, inner_lay, Some((&accs[0], inner)))?;
+        } else {
+            let xs = self.emit(x, inner_lay)?.blocks();
+            // An accumulator holds single elements where its tile states do
+            // (see [`bcast`]): its initial value takes their shape.
+            let mut xv = Vec::new();
+            for ((b, (at, dims, idv)), acc) in xs.iter().zip(inits).zip(accs) {
+                let u = self.units(&b.var, b.dims.len());
+                let var = self.fresh("t");
+                self.line(inner, format!("{var} = ({}).to(tl.float32)", b.var));
+                if b.dtype == DType::F32 {
+                    self.copy_of.insert(var.clone(), b.var.clone());
+                }
+                if u.iter().any(|x| *x) && u.len() == dims.len() {
+                    self.scopes[outer].lines[*at] = format!(
+                        "{acc} = tl.full({}, {idv}, tl.float32)",
+                        real_shape(dims, &u)
+                    );
+                    self.set_units(acc, u.clone());
+                }
+                self.set_units(&var, u);
+                xv.push(var);
+            }
+            let merged = self.combine(r, accs, &xv, inner)?;
+            // A merged state whole where its accumulator was unit makes the
+            // accumulator whole (a loop-carried variable keeps its shape).
+            for ((acc, m), (at, dims, idv)) in accs.iter().zip(&merged).zip(inits) {
+                let (ua, um) = (self.units(acc, dims.len()), self.units(m, dims.len()));
+                if ua != um {
+                    self.scopes[outer].lines[*at] = format!(
+                        "{acc} = tl.full({}, {idv}, tl.float32)",
+                        real_shape(dims, &um)
+                    );
+                    self.unit.remove(acc);
+                    self.set_units(acc, um);
+                }
+            }
+            for (a, m) in accs.iter().zip(&merged) {
+                self.line(inner, format!("{a} = {m}"));
+            }
+        }
+        Ok(())
     }
 
     /// Whether a reduction with reducer `r` of value `x` adds matmul tiles
@@ -1982,9 +2056,16 @@ fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
             let trips: f64 = w
                 .loops
                 .iter()
-                .map(|a| match a.strip_suffix("/causal") {
-                    Some(b) => (tiles(b) + 1.0) / 2.0,
-                    None => tiles(a),
+                .map(|a| {
+                    if let Some(b) = a.strip_suffix("/causal") {
+                        (tiles(b) + 1.0) / 2.0
+                    } else if a.ends_with("/diag") {
+                        // The diagonal tiles of a split causal loop (about
+                        // one; the other loop counts half of all).
+                        1.0
+                    } else {
+                        tiles(a)
+                    }
                 })
                 .product();
             let elems: f64 = w.sizes.iter().map(|s| size(s)).product();
