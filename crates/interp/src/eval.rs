@@ -493,12 +493,27 @@ pub fn project(v: &PValue, coord: &BTreeMap<String, usize>) -> Result<Local, Str
     }
 }
 
+/// Round an op's result to its type. Partial results (a `partial(...)`
+/// state: per-tile sums, maxima, ... that a `par.reduce` finishes) of a
+/// 16-bit float type are kept at f32 precision: they are an accumulator, as
+/// in the kernels (`acc = tl.dot(a, b, acc)`), and the `par.reduce` that
+/// finishes them rounds once to the type, so a K-split matmul equals the
+/// unsplit one to f32 rounding.
 fn round_value(v: &mut PValue, t: &Type, p: Precision) {
     match (v, t) {
         (PValue::Tensor(pt), Type::Tensor(tt)) => {
             pt.dtype = tt.dtype;
+            let partial = tt
+                .state
+                .values()
+                .any(|s| matches!(s, efir_ir::AxisState::Partial(_)));
+            let dt = if partial && matches!(tt.dtype, efir_ir::DType::F16 | efir_ir::DType::BF16) {
+                efir_ir::DType::F32
+            } else {
+                tt.dtype
+            };
             for tile in pt.tiles.values_mut() {
-                round_tile(tile, tt.dtype, p);
+                round_tile(tile, dt, p);
             }
         }
         (PValue::Tuple(vs), Type::Tuple(ts)) => {
