@@ -628,6 +628,19 @@ class CheckPool:
 
 
 # ------------------------------------------------------------------- a case
+def quick_time(r, mod, qin):
+    """A quick time of one checked schedule (entry r) into r["quick_us"];
+    a failure marks it not ok."""
+    cfg = r["config"]
+    try:
+        mod.run(*qin, config=cfg)
+        torch.cuda.synchronize()
+        r["quick_us"] = median_us(lambda m=mod, c=cfg: m.run(*qin, config=c), rep=8)
+    except Exception as e:  # noqa: BLE001
+        r["ok"] = False
+        r["error"] = "main: " + _error_text(e)
+
+
 def bench_one(name, b, compile_mode, log, max_candidates=4, sweep=24, glob="*.py", pool=None, compile_timeout=90.0, compile_budget=0.0, retime=4, climb=3, climb_width=16):
     rec = {"workload": name, "B": b, "efir": [], "peers": {}}
     nbytes = sum(math.prod(s) * 2 for _, s, _ in shapes(name, b))
@@ -684,14 +697,7 @@ def bench_one(name, b, compile_mode, log, max_candidates=4, sweep=24, glob="*.py
             r["quick_skipped"] = f"probe {r['probe_us']:.0f} us > {cut:.0f} us"
             nskip += 1
             continue
-        mod, cfg = mods[p], r["config"]
-        try:
-            mod.run(*qin, config=cfg)
-            torch.cuda.synchronize()
-            r["quick_us"] = median_us(lambda m=mod, c=cfg: m.run(*qin, config=c), rep=8)
-        except Exception as e:  # noqa: BLE001
-            r["ok"] = False
-            r["error"] = "main: " + _error_text(e)
+        quick_time(r, mods[p], qin)
     # local search: neighbours of the best schedules so far, compiled,
     # checked and quick-timed like the sample
     for rnd in range(climb):
@@ -715,16 +721,8 @@ def bench_one(name, b, compile_mode, log, max_candidates=4, sweep=24, glob="*.py
             r.update({k: v for k, v in res.items() if k not in ("fatal",) and v not in (None, "")})
             r["ok"] = bool(res.get("ok"))
         for r, p in fresh:
-            if not r["ok"]:
-                continue
-            mod, cfg = mods[p], r["config"]
-            try:
-                mod.run(*qin, config=cfg)
-                torch.cuda.synchronize()
-                r["quick_us"] = median_us(lambda m=mod, c=cfg: m.run(*qin, config=c), rep=8)
-            except Exception as e:  # noqa: BLE001
-                r["ok"] = False
-                r["error"] = "main: " + _error_text(e)
+            if r["ok"]:
+                quick_time(r, mods[p], qin)
         entries += fresh
         best = min((r["quick_us"] for r, _ in entries if r.get("ok") and "quick_us" in r), default=float("nan"))
         log(f"  climb {rnd + 1}: {len(fresh)} neighbours in {time.time() - t1:.0f} s, {sum(r['ok'] for r, _ in fresh)} ok; best quick {best:.1f} us")
