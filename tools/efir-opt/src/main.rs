@@ -66,14 +66,19 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            // Usage errors exit 1 like every other error; help and version 0.
+            // Usage errors exit 2 (as clap's own); help and version 0.
             return if e.use_stderr() {
-                ExitCode::from(1)
+                ExitCode::from(2)
             } else {
                 ExitCode::SUCCESS
             };
         }
     };
+    // A bad pipeline (unknown pass, bad option) is a usage error too.
+    if let Err(msg) = efir_driver::build_pipeline(&flags) {
+        eprintln!("error: {msg}");
+        return ExitCode::from(2);
+    }
     match run(&cli, &flags) {
         Ok(code) => code,
         Err(msg) => {
