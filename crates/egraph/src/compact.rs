@@ -1156,7 +1156,7 @@ impl<'a> Enumerator<'a> {
                 launch: 65536.0,
             },
         };
-        let ex = egg::Extractor::new(eg, order());
+        let best = best_costs(eg, &mut order());
         let mut cf = order();
         let mut options = Vec::new();
         let mut kids = Vec::new();
@@ -1174,7 +1174,9 @@ impl<'a> Enumerator<'a> {
                 .into_iter()
                 .map(|n| {
                     (
-                        egg::CostFunction::cost(&mut cf, &n, |c| ex.find_best_cost(c)),
+                        egg::CostFunction::cost(&mut cf, &n, |c| {
+                            best.get(&eg.find(c)).copied().unwrap_or(f64::INFINITY)
+                        }),
                         n,
                     )
                 })
@@ -4243,6 +4245,50 @@ fn node_kind(eg: &EGraph, n: &SymbolLang, id: Id, kids: &[u32], ids: &[Id]) -> (
         .map(|(a, v)| format!("{a}={v}"))
         .collect();
     (3, format!("{op}|{}|{whole}", attrs.join(",")))
+}
+
+/// The least cost of every e-class under `cf` (the values of
+/// `egg::Extractor`'s, which re-scans every class until nothing changes, a
+/// pass per level of a chain: quadratic on long chains). A class is
+/// re-evaluated only when one of its children's cost falls.
+fn best_costs(
+    eg: &EGraph,
+    cf: &mut impl egg::CostFunction<SymbolLang, Cost = f64>,
+) -> HashMap<Id, f64> {
+    let mut parents: HashMap<Id, Vec<Id>> = HashMap::new();
+    for c in eg.classes() {
+        for n in &c.nodes {
+            for &k in &n.children {
+                parents.entry(eg.find(k)).or_default().push(c.id);
+            }
+        }
+    }
+    let mut costs: HashMap<Id, f64> = HashMap::new();
+    let mut queue: std::collections::VecDeque<Id> = eg.classes().map(|c| c.id).collect();
+    let mut queued: HashSet<Id> = queue.iter().copied().collect();
+    while let Some(c) = queue.pop_front() {
+        queued.remove(&c);
+        let mut best: Option<f64> = None;
+        for n in &eg[c].nodes {
+            if n.children.iter().all(|k| costs.contains_key(&eg.find(*k))) {
+                let x = cf.cost(n, |k| costs[&eg.find(k)]);
+                if best.is_none_or(|b| x < b) {
+                    best = Some(x);
+                }
+            }
+        }
+        let Some(b) = best else { continue };
+        if costs.get(&c).is_none_or(|old| b < *old) {
+            costs.insert(c, b);
+            for p in parents.get(&c).map(Vec::as_slice).unwrap_or(&[]) {
+                let p = eg.find(*p);
+                if queued.insert(p) {
+                    queue.push_back(p);
+                }
+            }
+        }
+    }
+    costs
 }
 
 /// Whether a type's tensors have no parallel state.
