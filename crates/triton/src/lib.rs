@@ -363,6 +363,21 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
             }
         }
     }
+    // A dim counting the tiles of an axis needs that axis's extent.
+    for v in &f.values {
+        for l in v.ty.leaves() {
+            for d in &l.shape {
+                if let Dim::Axis(a) = d {
+                    if !axes.contains_key(a) {
+                        return Err(format!(
+                            "`%{}` has a dim of |@{a}| tiles, but @{a} never splits a dim, so its tile count is unknown",
+                            v.name
+                        ));
+                    }
+                }
+            }
+        }
+    }
     // Axes in name order, so that a program's emitted module does not depend
     // on the order of its values.
     axes.sort_keys();
