@@ -1,0 +1,129 @@
+//! The static estimate of a plan: memory traffic, matmul flops, launches
+//! and the largest block, from the work each emitted kernel records.
+
+use super::*;
+
+/// A static estimate of a program at the default configuration: global
+/// memory traffic (every program's loads and stores, loops included), matmul
+/// flops and kernel launches, and a time from the H200's copy bandwidth and
+/// fp16 matmul rate (WORKLOADS.md) plus 2 µs per launch. It ranks candidates;
+/// it is not a measurement.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Estimate {
+    /// Kernel launches.
+    pub kernels: usize,
+    /// Bytes moved to and from global memory.
+    pub bytes: f64,
+    /// Matmul flops.
+    pub flops: f64,
+    /// The estimated time in microseconds.
+    pub time_us: f64,
+    /// Elements of the largest block a program holds (matmul operands and
+    /// result together, or a block it reduces).
+    pub largest_block: f64,
+}
+
+pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
+    let block = |a: &str| -> f64 {
+        p.axes
+            .iter()
+            .find(|(n, _)| py_ident(n) == a)
+            .map(|(_, i)| i.default as f64)
+            .unwrap_or(1.0)
+    };
+    let tiles = |a: &str| -> f64 {
+        let Some(i) = p.axes.get(a) else { return 1.0 };
+        let ext = match &i.extent {
+            Extent::N(n) => *n as f64,
+            Extent::Tiles(b) => {
+                let bi = &p.axes[b];
+                let e = match bi.extent {
+                    Extent::N(n) => n as f64,
+                    Extent::Tiles(_) => 1.0,
+                };
+                (e / bi.default as f64).ceil()
+            }
+        };
+        (ext / i.default as f64).ceil()
+    };
+    let size = |s: &str| -> f64 {
+        if let Ok(n) = s.parse::<f64>() {
+            n
+        } else if let Some(a) = s.strip_prefix("BLOCK_") {
+            block(a)
+        } else if let Some(a) = s.strip_prefix("NTP_") {
+            let t = p
+                .axes
+                .keys()
+                .find(|n| py_ident(n) == a)
+                .map(|n| tiles(n))
+                .unwrap_or(1.0);
+            (t as u64).next_power_of_two() as f64
+        } else {
+            1.0
+        }
+    };
+    let mut est = Estimate {
+        kernels: ks.len(),
+        ..Estimate::default()
+    };
+    for k in ks {
+        let programs: f64 = k.grid.iter().map(|a| tiles(a)).product();
+        for w in &k.work {
+            // A causally clipped loop runs about half its tiles on average.
+            let trips: f64 = w
+                .loops
+                .iter()
+                .map(|a| {
+                    if let Some(b) = a.strip_suffix("/causal") {
+                        (tiles(b) + 1.0) / 2.0
+                    } else if a.ends_with("/diag") {
+                        // The diagonal tiles of a split causal loop (about
+                        // one; the other loop counts half of all).
+                        1.0
+                    } else {
+                        tiles(a)
+                    }
+                })
+                .product();
+            let elems: f64 = w.sizes.iter().map(|s| size(s)).product();
+            if w.flops {
+                est.flops += 2.0 * elems * trips * programs;
+            } else {
+                est.bytes += elems * w.bytes as f64 * trips * programs;
+            }
+        }
+    }
+    est.time_us = (est.bytes / 4.27e12).max(est.flops / 671e12) * 1e6 + 2.0 * est.kernels as f64;
+    // Blocks far beyond what fits in registers spill (or do not compile):
+    // scale the time by how far the largest one overshoots 32K elements.
+    let mut largest: f64 = 0.0;
+    for k in ks {
+        for w in &k.work {
+            let v: Vec<f64> = w.sizes.iter().map(|s| size(s)).collect();
+            let fp = if w.flops && v.len() >= 3 {
+                let n = v.len();
+                let batch: f64 = v[..n - 3].iter().product();
+                batch * (v[n - 3] * v[n - 2] + v[n - 2] * v[n - 1] + v[n - 3] * v[n - 1])
+            } else {
+                v.iter().product()
+            };
+            largest = largest.max(fp);
+        }
+    }
+    est.largest_block = largest;
+    if largest > 32768.0 {
+        est.time_us *= largest / 32768.0;
+    }
+    est
+}
+
+/// The static estimate of a plan (see [`Estimate`]).
+pub fn estimate(p: &Plan<'_>) -> Result<Estimate, String> {
+    let ks = p
+        .kernels
+        .iter()
+        .map(|k| emit_kernel_in_context(p, k))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(estimate_of(p, &ks))
+}
