@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 mod bcast;
+mod direct;
 mod estimate;
 mod fuse;
 mod matmul;
@@ -130,6 +131,19 @@ struct KernelEmitter<'p, 'a> {
     dots: HashMap<String, bcast::DotInfo>,
     /// f32 variables that are copies of others.
     copy_of: HashMap<String, String>,
+    /// Block variables that are views of loads (see [`direct`]).
+    views: HashMap<String, direct::LoadView>,
+    /// The reduction whose tile state is to be computed at its loop
+    /// accumulator's running maximum, and that accumulator (see
+    /// [`KernelEmitter::tile_reduce_at`]).
+    rebase: Option<(ValueId, String)>,
+    /// A grid axis whose later tiles take longer (a causal loop's bound
+    /// grows with it): its tiles are scheduled last first.
+    heavy: Option<String>,
+    /// Rebased running maxima, and the accumulator each is based on.
+    rebased: HashMap<String, String>,
+    /// Matrices loaded directly, by load, row and column dim.
+    direct: HashMap<String, String>,
     /// Inside the loop over the tiles wholly below a causal diagonal: the
     /// grid axis (query tiles) and the loop axis (key tiles), under which a
     /// causal mask is all true (see [`causal`]).
@@ -289,6 +303,11 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             unmasked: None,
             dots: HashMap::new(),
             copy_of: HashMap::new(),
+            views: HashMap::new(),
+            direct: HashMap::new(),
+            rebase: None,
+            rebased: HashMap::new(),
+            heavy: None,
         }
     }
 
@@ -515,6 +534,24 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         exts: &[Extent],
         lead: Option<(&str, String)>,
     ) -> String {
+        let r = dims.len();
+        let offs: Vec<String> = dims
+            .iter()
+            .enumerate()
+            .map(|(i, d)| along(&d.offs, i, r))
+            .collect();
+        self.ptr_at(name, &offs, exts, lead)
+    }
+
+    /// The pointers of buffer `name` (of extents `exts`) at the element
+    /// offsets `offs` (one broadcastable expression per dim after `lead`).
+    fn ptr_at(
+        &self,
+        name: &str,
+        offs: &[String],
+        exts: &[Extent],
+        lead: Option<(&str, String)>,
+    ) -> String {
         // Row-major strides over the buffer's extents (`lead` is a leading
         // collected dim indexed by a scalar).
         let all: Vec<String> = exts.iter().map(Extent::kernel).collect();
@@ -525,7 +562,6 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 all[i + 1..].join(" * ")
             }
         };
-        let r = dims.len();
         let off = lead.is_some() as usize;
         // Offsets into a buffer of 2^31 elements or more are 64-bit.
         // (A collected dim has at most as many tiles as its axis's extent.)
@@ -548,12 +584,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         if let Some((idx, _)) = &lead {
             terms.push(format!("{} * ({})", idx64(idx.to_string()), stride(0)));
         }
-        for (i, d) in dims.iter().enumerate() {
-            terms.push(format!(
-                "{} * ({})",
-                idx64(along(&d.offs, i, r)),
-                stride(i + off)
-            ));
+        for (i, o) in offs.iter().enumerate() {
+            terms.push(format!("{} * ({})", idx64(o.clone()), stride(i + off)));
         }
         if terms.is_empty() {
             name.to_string()
@@ -586,6 +618,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 loops: self.loops[..depth].to_vec(),
                 flops: false,
             });
+            self.note_load(&var, &name, &exts, &dims, l.dtype, depth);
             fields.push(Val::T(Blk {
                 var,
                 dims,
@@ -797,6 +830,14 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 let y = self.result(v, lay, e, depth.max(x.depth))?;
                 if let Val::T(b) = &y {
                     self.set_units(&b.var, u);
+                    if x.dims.len() == ea.len() {
+                        let new = rank - ea.len();
+                        self.note_view(&b.var, &x.var, |m| {
+                            std::iter::repeat_n(None, new)
+                                .chain(m.iter().copied())
+                                .collect()
+                        });
+                    }
                 }
                 Ok(y)
             }
@@ -822,6 +863,11 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 let y = self.result(v, lay, e, x.depth)?;
                 if let Val::T(b) = &y {
                     self.set_units(&b.var, u);
+                    self.note_view(&b.var, &x.var, |m| {
+                        perm.iter()
+                            .map(|p| m.get(*p as usize).copied().flatten())
+                            .collect()
+                    });
                 }
                 Ok(y)
             }
@@ -853,6 +899,14 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 let y = self.result(v, lay, e, depth.max(x.depth))?;
                 if let Val::T(b) = &y {
                     self.set_units(&b.var, u);
+                    let n = er.len();
+                    self.note_view(&b.var, &x.var, |m| {
+                        let mut out = vec![None; n];
+                        for (a, r) in nu_a.iter().zip(&nu_r) {
+                            out[*r] = m.get(*a).copied().flatten();
+                        }
+                        out
+                    });
                 }
                 Ok(y)
             }
@@ -895,6 +949,12 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 let y = self.result(v, lay, e, depth)?;
                 if let Val::T(b) = &y {
                     self.set_units(&b.var, pointwise_units(rank, &us));
+                    if name == "ew.cast" && us[0].0 == rank {
+                        let from = f.ty(op.operands[0]).as_tensor().map(|t| t.dtype);
+                        if let Some(from) = from {
+                            self.note_copy(&b.var, &vars[0], from, dt);
+                        }
+                    }
                     if name == "ew.mul" && us.iter().all(|(ra, _)| *ra == rank) {
                         self.note_product(&b.var, &vars[0], &vars[1]);
                     }
@@ -962,6 +1022,34 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
         }
     }
     let val = e.emit_def(k.body, &lay)?;
+    // Where programs along one grid axis do unequal work (a causal loop),
+    // that axis varies fastest and its heaviest tiles start first, so that
+    // the last wave is not all long programs (the tail of the launch).
+    if let Some(i) = e
+        .heavy
+        .clone()
+        .and_then(|h| k.grid.iter().position(|(a, _)| *a == h))
+    {
+        // The program id as the grid's order would have it, from one where
+        // axis `i` varies fastest, reversed.
+        let nt = |a: &String| format!("NT_{}", py_ident(a));
+        let below: Vec<String> = k.grid[..i].iter().map(|(a, _)| nt(a)).collect();
+        let below = if below.is_empty() {
+            "1".to_string()
+        } else {
+            below.join(" * ")
+        };
+        let h = nt(&k.grid[i].0);
+        let (q, r) = (e.fresh("hq"), e.fresh("hr"));
+        let lines = [
+            format!("{q} = pid % {h}"),
+            format!("{r} = pid // {h}"),
+            format!(
+                "pid = {r} % ({below}) + ({h} - 1 - {q}) * ({below}) + {r} // ({below}) * ({below} * {h})"
+            ),
+        ];
+        e.scopes[0].lines.splice(1..1, lines);
+    }
     let blocks = val.blocks();
     let root_ty = f.ty(k.root).clone();
     let leaves: Vec<_> = root_ty.leaves().into_iter().cloned().collect();
@@ -1027,7 +1115,7 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
         root_ty,
         grid.join(", ")
     );
-    for l in fuse::optimize(std::mem::take(&mut e.scopes[0].lines)) {
+    for l in fuse::dead_code(fuse::optimize(std::mem::take(&mut e.scopes[0].lines))) {
         let _ = writeln!(text, "    {l}");
     }
     Ok(EmittedKernel {

@@ -172,6 +172,14 @@ impl KernelEmitter<'_, '_> {
         } else {
             "tl.float32"
         };
+        // Operands that are views of loads are loaded again as matrices
+        // (see [`direct`](super::direct)).
+        let a_mat = self
+            .direct_matrix(&a, m, d, &sm, &sk)
+            .map_or(a_mat, |(x, _)| x);
+        let b_mat = self
+            .direct_matrix(&b, d, n, &sk, &sn)
+            .map_or(b_mat, |(x, _)| x);
         self.line(depth, format!("{a2} = ({a_mat}).to({ty})"));
         self.line(depth, format!("{b2} = ({b_mat}).to({ty})"));
         self.line(
@@ -190,6 +198,7 @@ impl KernelEmitter<'_, '_> {
                 t.clone(),
                 DotInfo {
                     a: pa.clone(),
+                    a2: a2.clone(),
                     b2: b2.clone(),
                     prod: format!("({pa}).to(tl.float32) * ({pb}).to(tl.float32)"),
                     d,
@@ -234,6 +243,8 @@ impl KernelEmitter<'_, '_> {
 pub(super) struct DotInfo {
     /// The left operand before it became a matrix (rank `r`, padded).
     a: String,
+    /// The left operand as a matrix (`[M, K]`).
+    a2: String,
     /// The right operand as a matrix (`[K, N]`).
     b2: String,
     /// The broadcast product (the fallback for blocks under 16).
@@ -267,6 +278,9 @@ impl KernelEmitter<'_, '_> {
     /// acc)`, FlashAttention's update of its weighted sum (no product
     /// block besides the accumulator). The result variable, or `None`.
     pub(super) fn dot_update(&mut self, acc: &str, p: &str, depth: usize) -> Option<String> {
+        if let Some(info) = self.dots.get(&self.resolve(p)).cloned() {
+            return self.dot_into(acc, &info, depth);
+        }
         let (x, y) = self.prods.get(p)?.clone();
         let (info, scale) = [(&x, &y), (&y, &x)].into_iter().find_map(|(dv, sv)| {
             let info = self.dots.get(&self.resolve(dv))?.clone();
@@ -322,6 +336,37 @@ impl KernelEmitter<'_, '_> {
                 "    {v} = {acc} + tl.sum({}, axis={}) * ({scale})",
                 info.prod, info.d
             ),
+        );
+        Some(v)
+    }
+
+    /// `acc + A @ B` as one `tl.dot` into the accumulator, for a matrix
+    /// product `info` (the unscaled update of a rebased online softmax).
+    fn dot_into(&mut self, acc: &str, info: &DotInfo, depth: usize) -> Option<String> {
+        let ro = info.r - 1;
+        let (mo, no) = (info.m, if info.n > info.d { info.n - 1 } else { info.n });
+        let ua = self.units(acc, ro);
+        if ua.len() != ro || ua[mo] || ua[no] {
+            return None;
+        }
+        let (sm, _, sn) = info.sizes.clone();
+        let sk = &info.sizes.1;
+        let v = self.fresh("m");
+        self.line(
+            depth,
+            format!("if ({sm} >= 16) and ({sk} >= 16) and ({sn} >= 16):"),
+        );
+        self.line(
+            depth,
+            format!(
+                "    {v} = tl.reshape(tl.dot({}, {}, tl.reshape({acc}, [{sm}, {sn}])), {})",
+                info.a2, info.b2, info.shape
+            ),
+        );
+        self.line(depth, "else:".into());
+        self.line(
+            depth,
+            format!("    {v} = {acc} + tl.sum({}, axis={})", info.prod, info.d),
         );
         Some(v)
     }

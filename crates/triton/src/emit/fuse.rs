@@ -299,6 +299,81 @@ fn fuse_loops(lines: Vec<String>) -> Vec<String> {
     stmts.into_iter().flat_map(|s| s.lines).collect()
 }
 
+/// A kernel's lines without the statements whose values nothing reads, to
+/// a fixpoint: an assignment `x = ...` where no other statement reads `x`,
+/// and an `if` (with its `else`) whose branches only make such
+/// assignments (a product's `tl.dot` and its fallback, where the product
+/// was absorbed into an accumulator's update; a load that a direct matrix
+/// load replaced, see [`direct`](super::direct)). Lines inside an `if` are
+/// removed only with their whole statement; a loop whose body empties keeps
+/// a `pass`.
+pub(super) fn dead_code(mut lines: Vec<String>) -> Vec<String> {
+    let branch = |l: &str| {
+        let t = l.trim_start();
+        t == "else:" || t.starts_with("elif ")
+    };
+    loop {
+        let mut reads: HashSet<String> = HashSet::new();
+        for l in &lines {
+            let r = match assignment(l) {
+                Some((_, rhs)) => names(rhs),
+                None => names(l),
+            };
+            reads.extend(r);
+        }
+        let dead = |l: &str| assignment(l).is_some_and(|(t, _)| !reads.contains(t));
+        let mut out: Vec<String> = Vec::with_capacity(lines.len());
+        let mut changed = false;
+        let mut i = 0;
+        while i < lines.len() {
+            let l = &lines[i];
+            let ind = indent(l);
+            let t = l.trim_start();
+            if t.starts_with("if ") && t.ends_with(':') {
+                let mut j = i + 1;
+                while j < lines.len()
+                    && (indent(&lines[j]) > ind || (indent(&lines[j]) == ind && branch(&lines[j])))
+                {
+                    j += 1;
+                }
+                let body: Vec<&String> = lines[i + 1..j]
+                    .iter()
+                    .filter(|x| !(indent(x) == ind && branch(x)))
+                    .collect();
+                if !body.is_empty() && body.iter().all(|x| dead(x)) {
+                    changed = true;
+                } else {
+                    out.extend(lines[i..j].iter().cloned());
+                }
+                i = j;
+                continue;
+            }
+            if dead(l) {
+                changed = true;
+            } else {
+                out.push(l.clone());
+            }
+            i += 1;
+        }
+        lines = out;
+        if !changed {
+            break;
+        }
+    }
+    // A loop (or branch) whose body is gone keeps a `pass`.
+    let mut out: Vec<String> = Vec::with_capacity(lines.len());
+    for (i, l) in lines.iter().enumerate() {
+        out.push(l.clone());
+        if l.trim_end().ends_with(':') {
+            let deeper = lines.get(i + 1).is_some_and(|n| indent(n) > indent(l));
+            if !deeper {
+                out.push(format!("{}    pass", " ".repeat(indent(l))));
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,5 +445,55 @@ for i_k in range(0, NT_k):
         let mut map = HashMap::new();
         map.insert("x".to_string(), "y".to_string());
         assert_eq!(rename("z = x + a.x + 'x'", &map), "z = y + a.x + 'x'");
+    }
+
+    #[test]
+    fn dead_code_removes_unread_values_to_a_fixpoint() {
+        let ls = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let out = dead_code(ls(&[
+            "a = tl.load(p)",
+            "b = a * 2",
+            "c = b + 1",
+            "if (X >= 16):",
+            "    d = tl.dot(a, a)",
+            "else:",
+            "    d = tl.sum(a)",
+            "for i in range(0, 4):",
+            "    e = a + 1",
+            "    acc = acc + a",
+            "tl.store(q, acc)",
+        ]));
+        assert_eq!(
+            out,
+            ls(&[
+                "a = tl.load(p)",
+                "for i in range(0, 4):",
+                "    acc = acc + a",
+                "tl.store(q, acc)",
+            ])
+        );
+        // A loop whose body empties keeps a `pass`; a branch that something
+        // reads stays whole.
+        let out = dead_code(ls(&[
+            "for i in range(0, 4):",
+            "    e = 1",
+            "if F:",
+            "    x = 1",
+            "else:",
+            "    x = 2",
+            "tl.store(q, x)",
+        ]));
+        assert_eq!(
+            out,
+            ls(&[
+                "for i in range(0, 4):",
+                "    pass",
+                "if F:",
+                "    x = 1",
+                "else:",
+                "    x = 2",
+                "tl.store(q, x)",
+            ])
+        );
     }
 }

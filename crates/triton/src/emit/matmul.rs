@@ -190,8 +190,10 @@ impl KernelEmitter<'_, '_> {
         let er = extents(f.ty(v));
         let (ra, rb, r) = (la.len(), lb.len(), er.len());
         let xa = self.block(a, la)?;
+        let va = xa.var.clone();
         let xa = self.full(xa);
         let xb = self.block(b, lb)?;
+        let vb = xb.var.clone();
         let xb = self.full(xb);
         let depth = xa.depth.max(xb.depth);
         // Zero the K padding of both operands.
@@ -229,14 +231,36 @@ impl KernelEmitter<'_, '_> {
         });
         let e = if unit_batch(&xa) && unit_batch(&xb) {
             // One matrix per program: drop the unit batch dims.
-            let (a2, b2) = if ra == 2 && rb == 2 {
-                (am.clone(), bm.clone())
-            } else {
-                let a2 = self.fresh("a");
-                let b2 = self.fresh("b");
-                self.line(depth, format!("{a2} = tl.reshape({am}, [{m}, {k}])"));
-                self.line(depth, format!("{b2} = tl.reshape({bm}, [{k}, {n}])"));
-                (a2, b2)
+            // Operands that are views of loads are loaded again as matrices
+            // (see [`direct`](super::direct)).
+            let direct = |me: &mut Self, var: &str, r: usize, s: (&str, &str), dt: DType| {
+                let (x, t) = me.direct_matrix(var, r - 2, r - 1, s.0, s.1)?;
+                if t == dt {
+                    return Some(x);
+                }
+                let c = me.fresh("c");
+                me.line(depth, format!("{c} = ({x}).to({})", tl_dtype(dt)));
+                Some(c)
+            };
+            let da = direct(self, &va, ra, (&m, &k), xa.dtype);
+            let db = direct(self, &vb, rb, (&k, &n), xb.dtype);
+            let a2 = match da {
+                Some(x) => x,
+                None if ra == 2 => am.clone(),
+                None => {
+                    let a2 = self.fresh("a");
+                    self.line(depth, format!("{a2} = tl.reshape({am}, [{m}, {k}])"));
+                    a2
+                }
+            };
+            let b2 = match db {
+                Some(x) => x,
+                None if rb == 2 => bm.clone(),
+                None => {
+                    let b2 = self.fresh("b");
+                    self.line(depth, format!("{b2} = tl.reshape({bm}, [{k}, {n}])"));
+                    b2
+                }
             };
             // tl.dot needs blocks of at least 16; smaller ones (a GEMV row)
             // multiply and sum. Block sizes are constexprs, so the choice is

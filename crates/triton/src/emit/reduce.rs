@@ -31,10 +31,19 @@ impl KernelEmitter<'_, '_> {
             .clone();
         let d = op.attrs.get("dim").and_then(Attr::as_int).unwrap_or(0) as usize;
         let a = op.operands[0];
+        // The tile state a loop's accumulator asked to be rebased (see
+        // [`KernelEmitter::reduce_iteration`]).
+        let rebase = match self.rebase.take() {
+            Some((x, acc)) if x == v => Some(acc),
+            other => {
+                self.rebase = other;
+                None
+            }
+        };
         let la = self.reduce_input_layout(a, lay, d);
         let xs = self.emit(a, &la)?.blocks();
         let depth = xs.iter().map(|b| b.depth).max().unwrap_or(0);
-        let states = self.tile_reduce(&r, &xs, d, depth)?;
+        let states = self.tile_reduce_at(&r, &xs, d, depth, rebase.as_deref())?;
         self.finish(v, lay, states, depth)
     }
 
@@ -60,6 +69,7 @@ impl KernelEmitter<'_, '_> {
             let depth = depth.max(dd);
             let var = self.fresh("r");
             self.line(depth, format!("{var} = ({s}).to({})", tl_dtype(l.dtype)));
+            self.note_copy(&var, &s, DType::F32, l.dtype);
             let u = self.units(&s, dims.len());
             self.set_units(&var, u);
             if l.dtype == DType::F32 {
@@ -86,6 +96,27 @@ impl KernelEmitter<'_, '_> {
         xs: &[Blk],
         d: usize,
         depth: usize,
+    ) -> Result<Vec<String>, String> {
+        self.tile_reduce_at(r, xs, d, depth, None)
+    }
+
+    /// [`KernelEmitter::tile_reduce`]; with `rebase` (the variable of a
+    /// loop accumulator's running maximum), a repair reducer over a maximum
+    /// computes its tile state at the merged maximum `max(rebase, tile
+    /// max)` instead of the tile's own: FlashAttention-2's order. The
+    /// repair's law (a state repaired from one maximum to another equals
+    /// the state computed at the other) makes that the state the merge
+    /// would give, and the merge then leaves it as it is (see
+    /// [`KernelEmitter::combine`]): no rescaling of the tile, so the P·V
+    /// update is one `tl.dot` of the unscaled probabilities into the
+    /// rescaled accumulator.
+    pub(super) fn tile_reduce_at(
+        &mut self,
+        r: &Attr,
+        xs: &[Blk],
+        d: usize,
+        depth: usize,
+        rebase: Option<&str>,
     ) -> Result<Vec<String>, String> {
         let Attr::Term(name, args) = r else {
             return Err("malformed reducer".into());
@@ -156,12 +187,23 @@ impl KernelEmitter<'_, '_> {
                 let (p, c, fname, _) = repair_parts(args).ok_or("malformed repair")?;
                 let (p, c, fname) = (p.clone(), c.clone(), fname.to_string());
                 let ip = arity(&p, &self.sigs).ok_or("malformed repair")?.inputs;
-                let s = self.tile_reduce(&p, &xs[..ip.min(xs.len())], d, depth)?;
+                let mut s = self.tile_reduce(&p, &xs[..ip.min(xs.len())], d, depth)?;
+                let over_max = matches!(&p, Attr::Term(n, _) if n == "red.max") && s.len() == 1;
+                if let (Some(acc), true) = (rebase, over_max) {
+                    let m = self.fresh("m");
+                    self.line(depth, format!("{m} = tl.maximum({acc}, {})", s[0]));
+                    // The accumulator takes the tile state's shape.
+                    let u = self.units(&s[0], rank - 1);
+                    self.set_units(&m, u);
+                    self.rebased.insert(m.clone(), acc.to_string());
+                    s = vec![m];
+                }
                 // f(x, s') with the tile's producer state broadcast along d.
                 let mut fargs: Vec<(String, Units)> = Vec::new();
                 for b in xs {
                     let x = self.fresh("q");
                     self.line(depth, format!("{x} = ({}).to(tl.float32)", b.var));
+                    self.note_copy(&x, &b.var, b.dtype, DType::F32);
                     let u = self.units(&b.var, rank);
                     self.set_units(&x, u.clone());
                     let n16 = match b.dtype {
@@ -250,6 +292,25 @@ impl KernelEmitter<'_, '_> {
                 let np = arity(&p, &self.sigs).ok_or("malformed repair")?.states;
                 let (s1, c1) = a.split_at(np.min(a.len()));
                 let (s2, c2) = b.split_at(np.min(b.len()));
+                // A tile state already at the merged maximum (rebased on
+                // accumulator `s1`, see [`KernelEmitter::tile_reduce_at`])
+                // is the merge's maximum, and its repair is the identity.
+                let rebased = np == 1
+                    && s2.len() == 1
+                    && s1.len() == 1
+                    && self.rebased.get(&self.resolve(&s2[0])) == Some(&s1[0]);
+                if rebased {
+                    let s = s2.to_vec();
+                    let all1: Vec<String> = c1.iter().chain(s1).chain(&s).cloned().collect();
+                    let args1: Vec<(String, Units)> = all1
+                        .iter()
+                        .map(|x| (x.clone(), self.unit.get(x).cloned().unwrap_or_default()))
+                        .collect();
+                    let maxof = vec![(c1.len(), c1.len() + 1)];
+                    let c1 = self.inline(&h, &args1, depth, &maxof)?;
+                    let cs = self.combine(&c, &c1, c2, depth)?;
+                    return Ok(s.into_iter().chain(cs).collect());
+                }
                 let s = self.combine(&p, s1, s2, depth)?;
                 let with_units = |e: &Self, xs: &[String]| -> Vec<(String, Units)> {
                     xs.iter()
@@ -547,6 +608,9 @@ impl KernelEmitter<'_, '_> {
                         py_ident(&axis)
                     ),
                 );
+                // Programs of later tiles of `g` loop longer: they start first
+                // (see `emit_kernel`).
+                self.heavy.get_or_insert_with(|| g.clone());
                 Some((hi, g, ig, bg, bl))
             }
             _ => None,
@@ -617,7 +681,12 @@ impl KernelEmitter<'_, '_> {
             let (la, lb) = self.matmul_layouts(x, inner_lay)?;
             self.matmul_product(x, &la, &lb, inner_lay, Some((&accs[0], inner)))?;
         } else {
-            let xs = self.emit(x, inner_lay)?.blocks();
+            // A repair over a maximum computes its tile state at the merged
+            // maximum (see [`KernelEmitter::tile_reduce_at`]).
+            self.rebase = Some((x, accs[0].clone()));
+            let xs = self.emit(x, inner_lay);
+            self.rebase = None;
+            let xs = xs?.blocks();
             // An accumulator holds single elements where its tile states do
             // (see [`bcast`]): its initial value takes their shape.
             let mut xv = Vec::new();
@@ -625,6 +694,7 @@ impl KernelEmitter<'_, '_> {
                 let u = self.units(&b.var, b.dims.len());
                 let var = self.fresh("t");
                 self.line(inner, format!("{var} = ({}).to(tl.float32)", b.var));
+                self.note_copy(&var, &b.var, b.dtype, DType::F32);
                 if b.dtype == DType::F32 {
                     self.copy_of.insert(var.clone(), b.var.clone());
                 }
