@@ -137,6 +137,8 @@ struct KernelEmitter<'p, 'a> {
     /// accumulator's running maximum, and that accumulator (see
     /// [`KernelEmitter::tile_reduce_at`]).
     rebase: Option<(ValueId, String)>,
+    /// Extents of whole dims padded to blocks of 16 (see [`crate::small_dot_extents`]).
+    pad16: std::collections::HashSet<u64>,
     /// A grid axis whose later tiles take longer (a causal loop's bound
     /// grows with it): its tiles are scheduled last first.
     heavy: Option<String>,
@@ -308,6 +310,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             rebase: None,
             rebased: HashMap::new(),
             heavy: None,
+            pad16: Default::default(),
         }
     }
 
@@ -398,7 +401,13 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 ))
             }
             None => {
-                let p = ext.padded();
+                // A whole dim that is a matmul's M, N or K under 16 is
+                // padded to 16 (masked), so that the product is a `tl.dot`
+                // (see [`crate::small_dot_extents`]).
+                let p = match ext {
+                    Extent::N(n) if self.pad16.contains(n) => "16".to_string(),
+                    _ => ext.padded(),
+                };
                 let key = format!("ar:{p}");
                 let var = match self.offs.get(&key) {
                     Some((v, _)) => v.clone(),
@@ -1003,6 +1012,7 @@ struct EmittedKernel {
 fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
     let f = p.func;
     let mut e = KernelEmitter::new(p);
+    e.pad16 = crate::small_dot_extents(p.func, &p.def, &p.buffer, k.body);
     e.line(0, "pid = tl.program_id(0)".into());
     for (a, _) in &k.grid {
         let id = py_ident(a);
