@@ -6,7 +6,8 @@ use super::*;
 /// A static estimate of a program at the default configuration: global
 /// memory traffic (every program's loads and stores, loops included), matmul
 /// flops and kernel launches, and a time from the H200's copy bandwidth and
-/// fp16 matmul rate (WORKLOADS.md) plus 2 µs per launch. It ranks candidates;
+/// fp16 matmul rate (WORKLOADS.md), per kernel scaled by the share of the
+/// 132 SMs its grid occupies, plus 2 µs per launch. It ranks candidates;
 /// it is not a measurement.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Estimate {
@@ -22,6 +23,9 @@ pub struct Estimate {
     /// result together, or a block it reduces).
     pub largest_block: f64,
 }
+
+/// Streaming multiprocessors of the H200.
+const SMS: f64 = 132.0;
 
 pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
     let block = |a: &str| -> f64 {
@@ -67,8 +71,10 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         kernels: ks.len(),
         ..Estimate::default()
     };
+    let mut time = 0.0;
     for k in ks {
         let programs: f64 = k.grid.iter().map(|a| tiles(a)).product();
+        let (mut bytes, mut flops) = (0.0, 0.0);
         for w in &k.work {
             // A causally clipped loop runs about half its tiles on average.
             let trips: f64 = w
@@ -88,13 +94,21 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                 .product();
             let elems: f64 = w.sizes.iter().map(|s| size(s)).product();
             if w.flops {
-                est.flops += 2.0 * elems * trips * programs;
+                flops += 2.0 * elems * trips * programs;
             } else {
-                est.bytes += elems * w.bytes as f64 * trips * programs;
+                bytes += elems * w.bytes as f64 * trips * programs;
             }
         }
+        est.bytes += bytes;
+        est.flops += flops;
+        // A grid of fewer programs than the GPU has SMs uses that fraction
+        // of its bandwidth and matmul rate (attention decode at B=1 with one
+        // program per head: 32 of 132 SMs, measured 2.7x slower than the
+        // split-K candidate that the whole-GPU estimate ranked below it).
+        let share = (programs / SMS).min(1.0);
+        time += (bytes / 4.27e12).max(flops / 671e12) / share * 1e6;
     }
-    est.time_us = (est.bytes / 4.27e12).max(est.flops / 671e12) * 1e6 + 2.0 * est.kernels as f64;
+    est.time_us = time + 2.0 * est.kernels as f64;
     // Blocks far beyond what fits in registers spill (or do not compile):
     // scale the time by how far the largest one overshoots 32K elements.
     let mut largest: f64 = 0.0;
