@@ -30,6 +30,12 @@ pub struct TritonProgram {
     pub source: String,
     /// Its static time estimate in microseconds.
     pub estimate_us: f64,
+    /// Its kernel launches, bytes moved and matmul flops, as estimated.
+    pub kernels: usize,
+    /// Bytes moved to and from global memory (estimated).
+    pub bytes: f64,
+    /// Matmul flops (estimated).
+    pub flops: f64,
 }
 
 /// The result of [`to_triton`].
@@ -41,7 +47,9 @@ pub struct TritonOutput {
     /// Parse and verify errors, and the programs that could not be lowered
     /// (errors, or warnings when skipped).
     pub diags: Vec<Diag>,
-    /// Kernel summaries, when [`TritonOptions::plans`] asked for them.
+    /// Kernel summaries, when [`TritonOptions::plans`] asked for them: one
+    /// block per program (the chosen one's headline ends in `[chosen]`),
+    /// then the ranking that says why ([`ranking`]).
     pub plans: String,
     /// Whether the input parsed and verified; when not, `diags` says why and
     /// nothing was translated.
@@ -108,28 +116,32 @@ fn to_triton_here(
         verified: true,
         ..TritonOutput::default()
     };
+    // Per program: its headline and kernel summary (for --print-plan).
+    let mut blocks: Vec<(String, String, String)> = Vec::new();
     for f in &progs {
         let res = efir_triton::plan(&m, f).and_then(|p| {
             let est = efir_triton::estimate(&p)?;
             if opts.plans {
-                out.plans.push_str(&format!(
-                    "@{}: {} kernel(s), estimate {:.1} us ({:.3e} bytes, {:.3e} flops)\n{}",
-                    f.name,
-                    est.kernels,
-                    est.time_us,
-                    est.bytes,
-                    est.flops,
-                    efir_triton::describe(&p)
+                blocks.push((
+                    f.name.clone(),
+                    format!(
+                        "@{}: {} kernel(s), estimate {:.1} us ({:.3e} bytes, {:.3e} flops)",
+                        f.name, est.kernels, est.time_us, est.bytes, est.flops
+                    ),
+                    efir_triton::describe(&p),
                 ));
             }
             let text = efir_triton::emit_python(&p, file_name, "efir-translate --to-triton")?;
-            Ok((text, est.time_us))
+            Ok((text, est))
         });
         match res {
-            Ok((source, estimate_us)) => out.programs.push(TritonProgram {
+            Ok((source, est)) => out.programs.push(TritonProgram {
                 name: f.name.clone(),
                 source,
-                estimate_us,
+                estimate_us: est.time_us,
+                kernels: est.kernels,
+                bytes: est.bytes,
+                flops: est.flops,
             }),
             Err(e) => {
                 let msg = format!("cannot lower `@{}` to Triton: {e}", f.name);
@@ -142,6 +154,21 @@ fn to_triton_here(
             }
         }
     }
+    // Best estimate first; a stable sort keeps module order among equals.
+    let mut ranked: Vec<&TritonProgram> = out.programs.iter().collect();
+    ranked.sort_by(|a, b| a.estimate_us.total_cmp(&b.estimate_us));
+    if opts.plans {
+        let chosen = ranked.first().map(|p| p.name.as_str());
+        for (name, head, kernels) in &blocks {
+            let mark = if Some(name.as_str()) == chosen {
+                "  [chosen]"
+            } else {
+                ""
+            };
+            out.plans.push_str(&format!("{head}{mark}\n{kernels}"));
+        }
+        out.plans.push_str(&ranking(&ranked, opts.top));
+    }
     if let Some(k) = opts.top {
         out.programs
             .sort_by(|a, b| a.estimate_us.total_cmp(&b.estimate_us));
@@ -149,4 +176,129 @@ fn to_triton_here(
     }
     out.failed = out.programs.is_empty() || out.diags.iter().any(|d| d.severity == Severity::Error);
     Ok(out)
+}
+
+/// Runner-ups shown by [`ranking`]; the others are counted.
+const RUNNER_UPS: usize = 5;
+
+/// Why the chosen program was chosen: the translated programs best static
+/// estimate first (`ranked`), the first of them chosen (what `--top 1`
+/// emits and `efir.compile` runs), with its estimate next to the
+/// runner-ups' and their differences. Empty when nothing was translated.
+pub fn ranking(ranked: &[&TritonProgram], top: Option<usize>) -> String {
+    let Some(best) = ranked.first() else {
+        return String::new();
+    };
+    let mut s = format!("\nchosen: @{}", best.name);
+    match ranked.get(1) {
+        None => s.push_str(", the only program translated\n"),
+        Some(next) if next.estimate_us == best.estimate_us => s.push_str(&format!(
+            ", the lowest static estimate of {} programs translated (tied with @{}; the first in module order wins)\n",
+            ranked.len(),
+            next.name
+        )),
+        Some(next) => s.push_str(&format!(
+            ", the lowest static estimate of {} programs translated: {:.3} us, {:.3} us less than the runner-up @{}\n",
+            ranked.len(),
+            best.estimate_us,
+            next.estimate_us - best.estimate_us,
+            next.name
+        )),
+    }
+    let width = ranked
+        .iter()
+        .take(RUNNER_UPS + 1)
+        .map(|p| p.name.len() + 1)
+        .max()
+        .unwrap_or(0)
+        .max("program".len());
+    s.push_str(&format!(
+        "  {:>4}  {:<width$}  {:>10}  {:>7}  {:>10}  {:>10}  vs chosen\n",
+        "rank", "program", "time_us", "kernels", "bytes", "flops"
+    ));
+    for (i, p) in ranked.iter().take(RUNNER_UPS + 1).enumerate() {
+        let why = if i == 0 {
+            "chosen".to_string()
+        } else {
+            format!(
+                "{:+.3} us, {:+} kernel(s), {:+.3e} bytes, {:+.3e} flops",
+                p.estimate_us - best.estimate_us,
+                p.kernels as i64 - best.kernels as i64,
+                p.bytes - best.bytes,
+                p.flops - best.flops
+            )
+        };
+        let emitted = match top {
+            Some(k) if i < k => " (emitted)",
+            _ => "",
+        };
+        s.push_str(&format!(
+            "  {:>4}  {:<width$}  {:>10.3}  {:>7}  {:>10.3e}  {:>10.3e}  {why}{emitted}\n",
+            i + 1,
+            format!("@{}", p.name),
+            p.estimate_us,
+            p.kernels,
+            p.bytes,
+            p.flops
+        ));
+    }
+    if ranked.len() > RUNNER_UPS + 1 {
+        s.push_str(&format!(
+            "  ... and {} more (estimates up to {:.3} us)\n",
+            ranked.len() - RUNNER_UPS - 1,
+            ranked.last().map_or(0.0, |p| p.estimate_us)
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prog(name: &str, us: f64, kernels: usize) -> TritonProgram {
+        TritonProgram {
+            name: name.into(),
+            source: String::new(),
+            estimate_us: us,
+            kernels,
+            bytes: 1024.0,
+            flops: 0.0,
+        }
+    }
+
+    #[test]
+    fn ranking_says_why_and_counts_the_rest() {
+        let ps: Vec<TritonProgram> = (0..8)
+            .map(|i| prog(&format!("f.c{i}"), 1.0 + i as f64, 1 + i))
+            .collect();
+        let ranked: Vec<&TritonProgram> = ps.iter().collect();
+        let r = ranking(&ranked, Some(2));
+        assert!(r.starts_with("\nchosen: @f.c0, the lowest static estimate of 8 programs translated: 1.000 us, 1.000 us less than the runner-up @f.c1\n"), "{r}");
+        assert!(r.contains("chosen (emitted)\n"), "{r}");
+        assert!(
+            r.contains("+1.000 us, +1 kernel(s), +0.000e0 bytes, +0.000e0 flops (emitted)\n"),
+            "{r}"
+        );
+        assert!(r.contains("+5.000 us, +5 kernel(s)"), "{r}");
+        assert!(!r.contains("@f.c6 "), "{r}");
+        assert!(
+            r.ends_with("  ... and 2 more (estimates up to 8.000 us)\n"),
+            "{r}"
+        );
+        assert_eq!(ranking(&[], None), "");
+    }
+
+    #[test]
+    fn ranking_names_a_tie() {
+        let ps = [prog("a", 2.0, 1), prog("b", 2.0, 2)];
+        let r = ranking(&ps.iter().collect::<Vec<_>>(), None);
+        assert!(r.contains("chosen: @a, the lowest static estimate of 2 programs translated (tied with @b; the first in module order wins)"), "{r}");
+        assert!(!r.contains("emitted"), "{r}");
+        let one = ranking(&[&ps[1]], None);
+        assert!(
+            one.starts_with("\nchosen: @b, the only program translated\n"),
+            "{one}"
+        );
+    }
 }
