@@ -27,6 +27,7 @@ pub const ALL: &[(&str, &str)] = &[
     ),
     (E0209, "reference to an unknown function"),
     (E0210, "expected a tensor value, found a tuple"),
+    (E0211, "functions refer to each other in a cycle"),
     // E03xx: the `ew` dialect.
     (E0301, "operand shapes cannot be broadcast together"),
     (E0302, "operand element types differ"),
@@ -89,10 +90,10 @@ macro_rules! codes {
 
 codes!(
     E0100, E0101, E0102, E0103, E0104, E0105, E0106, E0200, E0201, E0202, E0203, E0204, E0205,
-    E0206, E0207, E0208, E0209, E0210, E0301, E0302, E0303, E0304, E0305, E0401, E0402, E0403,
-    E0404, E0405, E0406, E0407, E0408, E0409, E0410, E0411, E0412, E0501, E0502, E0503, E0601,
-    E0602, E0603, E0604, E0605, E0701, E0702, E0703, E0704, E0705, E0706, E0707, E0708, E0801,
-    E0802,
+    E0206, E0207, E0208, E0209, E0210, E0211, E0301, E0302, E0303, E0304, E0305, E0401, E0402,
+    E0403, E0404, E0405, E0406, E0407, E0408, E0409, E0410, E0411, E0412, E0501, E0502, E0503,
+    E0601, E0602, E0603, E0604, E0605, E0701, E0702, E0703, E0704, E0705, E0706, E0707, E0708,
+    E0801, E0802,
 );
 
 /// Codes that only a bug in efir can produce (no input triggers them, so

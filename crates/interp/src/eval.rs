@@ -7,7 +7,7 @@
 
 use crate::value::{round_tile, Local, PTensor, PValue, Precision, Tensor, Tile};
 use efir_ir::{AxisState, Dim, Func, Module, Op, State, Type};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 
 /// Local semantics: the result at one coordinate from the operands' locals.
@@ -46,7 +46,14 @@ pub struct Interp<'m> {
     opts: Options,
     sigs: efir_ir::dialect::Signatures,
     extents: RefCell<HashMap<String, (usize, String)>>,
+    depth: Cell<usize>,
 }
+
+/// How deeply function calls (`kernel.launch`, a reducer's `@f` and `@h`)
+/// may nest. The verifier rejects cycles (E0211); this bound keeps a module
+/// that was not verified, or an absurdly long chain of calls, from
+/// overflowing the stack.
+pub const MAX_CALL_DEPTH: usize = 64;
 
 /// What local semantics can see.
 pub struct LocalCtx<'a> {
@@ -124,6 +131,7 @@ impl<'m> Interp<'m> {
             opts,
             sigs: efir_ir::verify::signatures(module),
             extents: RefCell::new(HashMap::new()),
+            depth: Cell::new(0),
         }
     }
 
@@ -284,6 +292,20 @@ impl<'m> Interp<'m> {
     }
 
     fn eval_func(&self, f: &Func, args: Vec<PValue>) -> Result<Vec<PValue>, String> {
+        let depth = self.depth.get();
+        if depth >= MAX_CALL_DEPTH {
+            return Err(format!(
+                "calls nested more than {MAX_CALL_DEPTH} deep at `@{}` (do functions call each other in a cycle?)",
+                f.name
+            ));
+        }
+        self.depth.set(depth + 1);
+        let out = self.eval_body(f, args);
+        self.depth.set(depth);
+        out
+    }
+
+    fn eval_body(&self, f: &Func, args: Vec<PValue>) -> Result<Vec<PValue>, String> {
         let mut env: Vec<Option<PValue>> = vec![None; f.values.len()];
         for (p, a) in f.params.iter().zip(args) {
             env[p.index()] = Some(a);

@@ -36,8 +36,11 @@ pub enum AttrKind {
     Int,
     /// A number (integer or float).
     Number,
-    /// A `@symbol`.
+    /// A `@symbol` (a parallel axis).
     Symbol,
+    /// A `@symbol` naming a function of the module (a call); the verifier
+    /// rejects cycles of such references.
+    Func,
     /// A string.
     Str,
     /// One of the listed bare words.
@@ -55,6 +58,7 @@ impl AttrKind {
             AttrKind::Int => "an integer".into(),
             AttrKind::Number => "a number".into(),
             AttrKind::Symbol => "a symbol `@name`".into(),
+            AttrKind::Func => "a function symbol `@name`".into(),
             AttrKind::Str => "a string".into(),
             AttrKind::Word(ws) => format!("one of {}", ws.join(", ")),
             AttrKind::IntArray => "an array of integers".into(),
@@ -68,7 +72,7 @@ impl AttrKind {
         match self {
             AttrKind::Int => matches!(a, Attr::Int(_)),
             AttrKind::Number => matches!(a, Attr::Int(_) | Attr::Float(_)),
-            AttrKind::Symbol => matches!(a, Attr::Symbol(_)),
+            AttrKind::Symbol | AttrKind::Func => matches!(a, Attr::Symbol(_)),
             AttrKind::Str => matches!(a, Attr::Str(_)),
             AttrKind::Word(ws) => matches!(a, Attr::Word(w) if ws.contains(&w.as_str())),
             AttrKind::IntArray => a.as_int_array().is_some(),

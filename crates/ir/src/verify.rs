@@ -1,13 +1,17 @@
 //! The verifier: every op's operands and attributes are checked against
 //! its definition, its result type is inferred by its dialect and must equal
 //! the written one, reducers in types and attributes are checked, and
-//! returns must match the signature. All errors are collected.
+//! returns must match the signature. Functions may refer to functions
+//! (`kernel.launch<@k>`, the `@f` and `@h` of a repaired reducer), but not
+//! in a cycle: the interpreter and the emitter would recurse forever. All
+//! errors are collected.
 
 use crate::attr::Attr;
 use crate::dialect::{AttrKind, InferCtx, Registry, Signatures, TermCtx};
 use crate::module::{Func, Module};
 use crate::types::{AxisState, Type};
 use efir_diagnostics::{codes, Diag, Span};
+use std::collections::HashMap;
 
 /// The signature of `f`: its parameter and result types.
 pub fn signature(f: &Func) -> (Vec<Type>, Vec<Type>) {
@@ -37,7 +41,160 @@ pub fn verify(m: &Module, registry: &Registry) -> Vec<Diag> {
             }
         }
     }
+    diags.extend(verify_acyclic(m, registry));
     diags
+}
+
+/// The functions of `m` each function refers to, with the span of the
+/// first reference: `Func` attributes (`kernel.launch<@k>`) and the symbols
+/// inside reducer terms, in op attributes and in `partial(...)` states.
+/// Names that are not functions of `m` are left out (E0209 reports them).
+pub fn references(m: &Module, registry: &Registry) -> Vec<Vec<(usize, Span)>> {
+    let index: HashMap<&str, usize> = m
+        .funcs
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.name.as_str(), i))
+        .collect();
+    m.funcs
+        .iter()
+        .map(|f| {
+            let mut out: Vec<(usize, Span)> = Vec::new();
+            let mut add = |name: &str, span: Span| {
+                if let Some(&j) = index.get(name) {
+                    if !out.iter().any(|(k, _)| *k == j) {
+                        out.push((j, span));
+                    }
+                }
+            };
+            let in_type = |t: &Type, span: Span, add: &mut dyn FnMut(&str, Span)| {
+                for leaf in t.leaves() {
+                    for s in leaf.state.values() {
+                        if let AxisState::Partial(r) = s {
+                            term_symbols(r, &mut |n| add(n, span));
+                        }
+                    }
+                }
+            };
+            for p in &f.params {
+                let v = f.value(*p);
+                in_type(&v.ty, v.type_span, &mut add);
+            }
+            for (t, s) in f.results.iter().zip(&f.result_spans) {
+                in_type(t, *s, &mut add);
+            }
+            for op in &f.ops {
+                let v = f.value(op.result);
+                in_type(&v.ty, v.type_span, &mut add);
+                let Some(def) = registry.op(&op.name) else {
+                    continue;
+                };
+                for spec in def.attrs {
+                    let (Some(a), span) = (op.attrs.get(spec.name), op.attr_span(spec.name)) else {
+                        continue;
+                    };
+                    match spec.kind {
+                        AttrKind::Func => {
+                            if let Some(n) = a.as_symbol() {
+                                add(n, span);
+                            }
+                        }
+                        AttrKind::Reducer => term_symbols(a, &mut |n| add(n, span)),
+                        _ => {}
+                    }
+                }
+            }
+            out
+        })
+        .collect()
+}
+
+/// Every symbol inside a term (iteratively: terms can nest deeply).
+fn term_symbols(a: &Attr, f: &mut dyn FnMut(&str)) {
+    let mut stack = vec![a];
+    while let Some(a) = stack.pop() {
+        match a {
+            Attr::Symbol(s) => f(s),
+            Attr::Term(_, args) => stack.extend(args.iter().rev().map(|(_, x)| x)),
+            Attr::Array(xs) => stack.extend(xs.iter().rev()),
+            _ => {}
+        }
+    }
+}
+
+/// One error (E0211) per reference that closes a cycle of references
+/// between functions, found by an iterative depth-first search (modules can
+/// hold long chains of functions).
+fn verify_acyclic(m: &Module, registry: &Registry) -> Vec<Diag> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Open,
+        Done,
+    }
+    let refs = references(m, registry);
+    let mut mark = vec![Mark::New; m.funcs.len()];
+    let mut diags = Vec::new();
+    for root in 0..m.funcs.len() {
+        if mark[root] != Mark::New {
+            continue;
+        }
+        // The path from `root`: each function with the next reference to follow.
+        let mut path: Vec<(usize, usize)> = vec![(root, 0)];
+        mark[root] = Mark::Open;
+        while let Some(&mut (u, ref mut next)) = path.last_mut() {
+            let Some(&(v, span)) = refs[u].get(*next) else {
+                mark[u] = Mark::Done;
+                path.pop();
+                continue;
+            };
+            *next += 1;
+            match mark[v] {
+                Mark::New => {
+                    mark[v] = Mark::Open;
+                    path.push((v, 0));
+                }
+                Mark::Open => {
+                    let from = path.iter().position(|(w, _)| *w == v).unwrap_or(0);
+                    let names: Vec<&str> = path[from..]
+                        .iter()
+                        .map(|(w, _)| m.funcs[*w].name.as_str())
+                        .collect();
+                    diags.push(cycle_diag(m, &names, v, span));
+                }
+                Mark::Done => {}
+            }
+        }
+    }
+    diags
+}
+
+fn cycle_diag(m: &Module, names: &[&str], v: usize, span: Span) -> Diag {
+    let target = &m.funcs[v];
+    let mut shown: Vec<String> = if names.len() > 8 {
+        let mut s: Vec<String> = names[..4].iter().map(|n| format!("@{n}")).collect();
+        s.push(format!("({} more)", names.len() - 7));
+        s.extend(names[names.len() - 3..].iter().map(|n| format!("@{n}")));
+        s
+    } else {
+        names.iter().map(|n| format!("@{n}")).collect()
+    };
+    shown.push(format!("@{}", target.name));
+    let msg = if names.len() == 1 {
+        format!("`@{}` refers to itself", target.name)
+    } else {
+        format!(
+            "`@{}` refers to itself through {}",
+            target.name,
+            shown.join(" -> ")
+        )
+    };
+    Diag::error(codes::E0211, msg, span)
+        .with_label("this reference closes a cycle")
+        .with_secondary(target.name_span, "function defined here")
+        .with_note(
+            "functions called by kernels and reducers cannot be recursive: running them would never end",
+        )
 }
 
 fn verify_type_terms(

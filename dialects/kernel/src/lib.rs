@@ -30,7 +30,7 @@ pub static DIALECT: DialectDef = DialectDef {
         positional: &["callee"],
         attrs: &[AttrSpec {
             name: "callee",
-            kind: AttrKind::Symbol,
+            kind: AttrKind::Func,
         }],
         infer: infer_launch,
         fold: None,
