@@ -2,16 +2,30 @@
 
 import (torch.export -> .efir), saturate, compact, translate to Triton (the
 best candidate by efir's static estimate, default schedule), and load the
-generated module. The Rust stages run as the `efir-opt` and
-`efir-translate` binaries (EFIR_BIN_DIR, else the repository's
-target/release or target/debug). Also registers `torch.compile` backend
-"efir": a graph that cannot be compiled falls back to eager with one
-warning saying why.
+generated module. The Rust stages run in-process (`efir._efir`) when built,
+else as the `efir-opt` and `efir-translate` binaries (EFIR_BIN_DIR, else the
+repository's target/release or target/debug). Also registers
+`torch.compile` backend "efir": a graph that cannot be compiled falls back
+to eager with one warning saying why.
+
+A successful compile is quiet: limits reached on the way (E0706, candidate
+enumeration stopped by a limit) and candidates skipped because they cannot
+be lowered (E0801) are normal; they go to the `efir` logger at DEBUG level
+and into the returned callable's `.stats["diagnostics"]`, not to
+`warnings`. The temporary work folder is removed unless `keep_workdir=True`
+or `workdir=` is given.
 """
 
-import importlib.util
+import ast
+import builtins
+import hashlib
+import itertools
+import linecache
+import logging
 import os
 import pathlib
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,6 +42,12 @@ except ImportError:  # built without the extension
     _efir = None
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+log = logging.getLogger("efir")
+
+# Warnings that a normal compile meets (a limit reached, a candidate that
+# cannot be lowered while another can): logged at DEBUG, kept in the stats.
+_ROUTINE = ("E0706", "E0801")
 
 
 class CompileError(Exception):
@@ -58,17 +78,35 @@ def _bin(name):
     raise CompileError(f"`{name}` not found (build with `cargo build`, or set EFIR_BIN_DIR)")
 
 
-def _stage(name, quiet, fn):
-    t0 = time.time()
-    if not quiet:
-        print(f"efir: {name} ...", file=sys.stderr, flush=True)
-    out = fn()
-    if not quiet:
-        print(f"efir: {name} done in {time.time() - t0:.2f} s", file=sys.stderr, flush=True)
-    return out
+def _routine(diags, rendered):
+    """Record warnings (rendered diagnostics) that a normal compile meets at
+    DEBUG level in `diags`; the others are returned."""
+    rest = []
+    for w in rendered:
+        m = re.match(r"warning\[(E\d{4})\]", w.strip())
+        if m and m.group(1) in _ROUTINE:
+            diags.append(w.strip())
+            log.debug("%s", w.strip())
+        else:
+            rest.append(w.strip())
+    return rest
 
 
-def _run(args):
+def _stderr_warnings(stderr):
+    """The rendered warnings in a tool's stderr, one string each (a headline
+    `warning[...]` and the lines up to the next headline)."""
+    out, cur = [], None
+    for line in stderr.splitlines():
+        if re.match(r"(warning|error|note)(\[E\d{4}\])?:", line):
+            cur = [line] if line.startswith("warning") else None
+            if cur is not None:
+                out.append(cur)
+        elif cur is not None:
+            cur.append(line)
+    return ["\n".join(w).rstrip() for w in out]
+
+
+def _run(args, diags):
     r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode != 0:
         # The first diagnostic's headline goes on the first line, which is
@@ -78,48 +116,141 @@ def _run(args):
         heads = [l for l in lines if l.startswith(("error", "warning"))]
         reason = heads[0] if heads else (lines[0] if lines else f"exit status {r.returncode}")
         raise CompileError(f"{pathlib.Path(args[0]).name} failed: {reason}\n{err}", diagnostic=err)
+    for w in _routine(diags, _stderr_warnings(r.stderr)):
+        warnings.warn(f"efir: {w}", stacklevel=4)
     return r
 
 
-def _in_process(what, quiet, fn):
+def _in_process(what, diags, fn):
     """Run a native stage: EfirError becomes CompileError with the rendered
-    diagnostic; warnings (EfirWarning, such as a candidate limit reached) are
-    shown unless `quiet`, like the binaries' stderr."""
-    with warnings.catch_warnings():
-        if quiet:
-            warnings.simplefilter("ignore", _efir.EfirWarning)
+    diagnostic; routine warnings (EfirWarning E0706, E0801) go to `diags`
+    and the DEBUG log, others are issued again."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", _efir.EfirWarning)
         try:
-            return fn()
+            out = fn()
         except _efir.EfirError as e:
             # The first line names the stage and the first error (the torch.compile
             # fallback warning shows only that line).
             raise CompileError(f"{what} failed: {e}", diagnostic=str(e), code=e.code) from e
+    others = [w for w in caught if not issubclass(w.category, _efir.EfirWarning)]
+    rest = _routine(diags, [str(w.message) for w in caught if issubclass(w.category, _efir.EfirWarning)])
+    for w in others:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    for w in rest:
+        warnings.warn(w, _efir.EfirWarning, stacklevel=4)
+    return out
 
 
-def _saturate_compact(work, candidates, quiet, nat):
+def _saturate_compact(work, candidates, diags, nat):
     flags = ["--saturate", f"--compact=max-candidates={candidates}"]
     if nat is None:
-        _run([_bin("efir-opt"), str(work / "program.efir"), *flags, "-o", str(work / "cands.efir")])
+        _run([_bin("efir-opt"), str(work / "program.efir"), *flags, "-o", str(work / "cands.efir")], diags)
         return
     text = (work / "program.efir").read_text()
-    out = _in_process("efir-opt " + " ".join(flags), quiet, lambda: nat.run_passes(text, flags, filename=str(work / "program.efir")))
+    out = _in_process("efir-opt " + " ".join(flags), diags, lambda: nat.run_passes(text, flags, filename=str(work / "program.efir")))
     (work / "cands.efir").write_text(out)
 
 
-def _to_triton(work, quiet, nat):
+def _to_triton(work, diags, nat):
+    """Translate the best candidate by static estimate; returns its program
+    name and, from the binary, the ranking that `--print-plan` prints."""
     if nat is None:
-        _run([_bin("efir-translate"), "--to-triton", str(work / "cands.efir"), "--top", "1", "-o", str(work / "kernels.py")])
-        return
+        r = _run([_bin("efir-translate"), "--to-triton", str(work / "cands.efir"), "--top", "1", "--print-plan", "-o", str(work / "kernels.py")], diags)
+        return _chosen(r.stderr)
     text = (work / "cands.efir").read_text()
-    progs = _in_process("efir-translate --to-triton --top 1", quiet, lambda: nat.to_triton(text, filename=str(work / "cands.efir"), top=1))
+    progs = _in_process("efir-translate --to-triton --top 1", diags, lambda: nat.to_triton(text, filename=str(work / "cands.efir"), top=1))
     (work / "kernels.py").write_text(progs[0][1])
+    return progs[0][0], None
 
 
-def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False, workdir=None):  # noqa: A001
+def _chosen(plans):
+    """The chosen program's name and the ranking that says why, from
+    `efir-translate --print-plan`'s stderr (None, None if absent)."""
+    lines = plans.splitlines()
+    at = next((i for i, l in enumerate(lines) if l.startswith("chosen: @")), None)
+    if at is None:
+        return None, None
+    block = [lines[at]]
+    block += [l for l in itertools.takewhile(lambda l: l.startswith("  "), lines[at + 1 :])]
+    return re.match(r"chosen: @([^\s,]+)", lines[at]).group(1), "\n".join(block)
+
+
+def _load(path, source):
+    """Load the generated module from its text (the file may be removed
+    afterwards): the text is registered with linecache, so `inspect` (and
+    Triton's JIT) still read the kernels' source."""
+    key = hashlib.sha1(source.encode()).hexdigest()[:12]
+    filename = f"<efir-generated {path} {key}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    mod = type(sys)(f"efir_compiled_{key}")
+    mod.__file__ = filename
+    exec(builtins.compile(source, filename, "exec"), mod.__dict__)  # noqa: S102
+    return mod
+
+
+def _estimate(source):
+    """The generated module's ESTIMATE dict (kernels, bytes, flops, time_us)."""
+    m = re.search(r"^ESTIMATE = (\{.*\})$", source, re.M)
+    return ast.literal_eval(m.group(1)) if m else {}
+
+
+class Report:
+    """What `efir.compile` chose and why, as `str(report)` shows it."""
+
+    def __init__(self, program, estimate, source_path, kept, ranking, diags, stages):
+        self.program = program
+        self.estimate = estimate
+        self.kernels = estimate.get("kernels")
+        self.source_path = source_path
+        self.kept = kept
+        self.ranking = ranking
+        self.diagnostics = diags
+        self.stages = stages
+
+    def __str__(self):
+        e = self.estimate
+        where = str(self.source_path) if self.kept else f"{self.source_path} (removed; pass keep_workdir=True to keep it)"
+        lines = [
+            f"chosen candidate: @{self.program}" if self.program else "chosen candidate: (unknown)",
+            "  the best by efir's static estimate (what `efir-translate --top 1` emits)",
+            f"estimate: {e.get('time_us', float('nan')):.3f} us, {e.get('bytes', 0):.4g} bytes, {e.get('flops', 0):.4g} flops",
+            f"kernels: {self.kernels}",
+            f"generated source: {where}",
+            "stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.stages.items()),
+        ]
+        if self.ranking:
+            lines += ["", self.ranking]
+        if self.diagnostics:
+            lines += ["", f"{len(self.diagnostics)} note(s) from the compile (normal; also logged at DEBUG):"]
+            lines += ["  " + d.splitlines()[0] for d in self.diagnostics]
+        return "\n".join(lines) + "\n"
+
+
+def _stage(name, quiet, stages, fn):
+    t0 = time.time()
+    if not quiet:
+        print(f"efir: {name} ...", file=sys.stderr, flush=True)
+    out = fn()
+    stages[name] = time.time() - t0
+    if not quiet:
+        print(f"efir: {name} done in {stages[name]:.2f} s", file=sys.stderr, flush=True)
+    return out
+
+
+def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False, workdir=None, keep_workdir=False):  # noqa: A001
     """Compile a module or function of tensors; returns a callable taking the
     same (user) inputs. `candidates`: how many distinct candidates to
     enumerate; `config`: a Triton schedule for the generated module
-    (default: its DEFAULT_CONFIG); `quiet`: no progress output."""
+    (default: its DEFAULT_CONFIG); `quiet`: no progress output; `workdir`:
+    a folder for the intermediate files (kept); else a temporary folder,
+    removed when compile returns or fails unless `keep_workdir`.
+
+    The callable has `.report()` (the chosen candidate, its static
+    estimate, kernel count and generated source path, as a string),
+    `.stats` (`{"stages": seconds per stage, "diagnostics": routine
+    warnings such as E0706, a limit reached}`), `.module`, `.source` and
+    `.workdir`."""
     if isinstance(fn_or_module, torch.nn.Module):
         module = fn_or_module
     else:
@@ -131,27 +262,27 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
 
         module = _Wrap()
     inputs = tuple(example_inputs)
+    keep = keep_workdir or workdir is not None
     work = pathlib.Path(workdir or tempfile.mkdtemp(prefix="efir-"))
     work.mkdir(parents=True, exist_ok=True)
-    ep = _stage("export", quiet, lambda: torch.export.export(module, inputs))
-    text = _stage("import", quiet, lambda: import_program(ep, "program"))
-    (work / "program.efir").write_text(text)
-    nat = native()
-    _stage("saturate + compact", quiet, lambda: _saturate_compact(work, candidates, quiet, nat))
-    _stage("lower to Triton", quiet, lambda: _to_triton(work, quiet, nat))
-    spec = importlib.util.spec_from_file_location(f"efir_compiled_{id(work)}", work / "kernels.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    diags, stages = [], {}
+    try:
+        ep = _stage("export", quiet, stages, lambda: torch.export.export(module, inputs))
+        text = _stage("import", quiet, stages, lambda: import_program(ep, "program"))
+        (work / "program.efir").write_text(text)
+        nat = native()
+        _stage("saturate + compact", quiet, stages, lambda: _saturate_compact(work, candidates, diags, nat))
+        program, ranking = _stage("lower to Triton", quiet, stages, lambda: _to_triton(work, diags, nat))
+        source = (work / "kernels.py").read_text()
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+    mod = _load(work / "kernels.py", source)
+    report = Report(program, _estimate(source), work / "kernels.py", keep, ranking, diags, stages)
     # Parameters and buffers, in the program's argument order, then the user inputs.
     state = dict(ep.state_dict)
     state.update(getattr(ep, "constants", {}) or {})
-    fixed = []
-    n_user = 0
-    for s in ep.graph_signature.input_specs:
-        if s.target:
-            fixed.append((len(fixed) + n_user, state[s.target]))
-        else:
-            n_user += 1
+    n_user = sum(1 for s in ep.graph_signature.input_specs if not s.target)
 
     def run(*user):
         if len(user) != n_user:
@@ -163,8 +294,11 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
         return mod.run(*args, config=config)
 
     run.module = mod
-    run.workdir = work
+    run.source = source
+    run.workdir = work if keep else None
     run.native = nat is not None  # whether the Rust stages ran in-process
+    run.stats = {"stages": stages, "diagnostics": diags}
+    run.report = lambda: str(report)
     return run
 
 

@@ -2,9 +2,11 @@
 shapes): import, saturate, compact, Triton, run; and the torch.compile
 backend, including its eager fallback."""
 
+import logging
 import os
 import pathlib
 import sys
+import tempfile
 import warnings
 
 os.environ["TRITON_INTERPRET"] = "1"
@@ -119,3 +121,61 @@ def test_torch_compile_falls_back_when_triton_cannot_lower():
     msgs = [str(x.message) for x in w if "falling back" in str(x.message)]
     assert len(msgs) == 1 and "E0801" in msgs[0] and "reshape that merges" in msgs[0], msgs
     assert torch.allclose(out, torch.exp(x[:, 1:]).reshape(-1))
+
+
+# Quiet success: the small workloads compile with every warning an error
+# (a candidate limit reached, E0706, is a DEBUG log record and a stats entry),
+# and the temporary work folder is removed unless asked for.
+QUIET = ["gated_mlp", "rmsnorm_mlp", "layernorm_gemm", "attn_decode", "lora"]
+
+
+@pytest.mark.parametrize("name", QUIET)
+def test_compile_is_quiet_and_leaves_no_folder(name, tmp_path, monkeypatch, caplog, capsys):
+    _, make, inputs = next(c for c in CASES if c[0] == name)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    torch.manual_seed(0)
+    m = make().half()
+    xs = tuple(x.half() for x in inputs())
+    with caplog.at_level(logging.DEBUG, logger="efir"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f = efir.compile(m, xs, candidates=2, quiet=True)
+    assert capsys.readouterr().err == ""
+    assert list(tmp_path.iterdir()) == [], "the temporary work folder was left behind"
+    assert f.workdir is None
+    # max-candidates=2 stops every one of these workloads' enumerations:
+    # reported at DEBUG and kept in the stats, not warned.
+    limits = [d for d in f.stats["diagnostics"] if d.startswith("warning[E0706]")]
+    assert limits, f.stats
+    assert any(r.levelno == logging.DEBUG and "E0706" in r.getMessage() for r in caplog.records)
+    # the module was loaded from text and still runs (Triton reads its source)
+    out = f(*xs)
+    with torch.no_grad():
+        ref = m.double()(*(x.double() for x in xs))  # converts m in place: after f ran
+    assert rel(out, ref) <= 1e-2
+
+
+def test_keep_workdir_and_report(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    m = GatedMLP().half()
+    x = torch.randn(2, 32).half()
+    f = efir.compile(m, (x,), candidates=4, quiet=True, keep_workdir=True)
+    (kept,) = tmp_path.iterdir()
+    assert f.workdir == kept and (kept / "kernels.py").read_text() == f.source
+    rep = f.report()
+    est = f.module.ESTIMATE
+    assert f"chosen candidate: @program.c" in rep, rep
+    assert f"estimate: {est['time_us']:.3f} us" in rep, rep
+    assert f"kernels: {est['kernels']}\n" in rep, rep
+    assert f"generated source: {kept / 'kernels.py'}\n" in rep, rep
+    # without keep_workdir the report says where the source was and that it is gone
+    g = efir.compile(m, (x,), candidates=4, quiet=True)
+    assert "(removed; pass keep_workdir=True to keep it)" in g.report()
+    assert g.report().splitlines()[0] == rep.splitlines()[0]
+    assert len(list(tmp_path.iterdir())) == 1
+
+
+def test_failed_compile_leaves_no_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(efir.CompileError):
+        efir.compile(Flatten(), (torch.randn(2, 8),), quiet=True)
+    assert list(tmp_path.iterdir()) == []
