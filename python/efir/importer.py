@@ -5,9 +5,11 @@
 real names, e.g. `%l.weight`) followed by its user inputs. Composite ops are
 expanded into matmuls, reductions and pointwise ops so that saturation can
 optimize inside them (RMSNorm, softmax, log_softmax, SiLU, GELU, linear,
-SDPA, ...); slices, splits and concatenations become `tensor.slice` and
+SDPA, einsum, the activations, norms and reductions of docs/import.md);
+slices, splits and concatenations become `tensor.slice` and
 `tensor.concat` with PyTorch's bounds resolved (negative indices, clamped
-ends).
+ends). Constants are values of their dtype: an element count that is not
+(262144 in f16) is computed in f32.
 
 An op that is not supported raises `ImportError_` naming the op and the
 Python source line it came from.

@@ -155,6 +155,8 @@ class Create(torch.nn.Module):
             x * s + c + torch.zeros_like(x) + torch.full((3, 4), 0.25),
             x.clone().detach() + F.dropout(x, 0.5, training=False) + x.T.t() + x.t().T,
             x.permute(1, 0),
+            x.repeat_interleave(2, dim=1), x.repeat_interleave(3, dim=-2), x.repeat_interleave(2),
+            x[:, None, :].expand(3, 2, 4).repeat_interleave(2, dim=1),
         )
 
 
@@ -163,7 +165,7 @@ def test_arange_constants_scalars_identities(dtype, tmp_path):
     assert "tensor.iota<0>" in text and "%s: tensor<f32>" in text
 
 
-def test_arange_and_dropout_errors():
+def test_arange_repeat_dropout_errors():
     class Empty(torch.nn.Module):
         def forward(self, x):
             return torch.arange(3, 3) + x.sum()
@@ -172,7 +174,12 @@ def test_arange_and_dropout_errors():
         def forward(self, x):
             return F.dropout(x, 0.5, training=True)
 
+    class Counts(torch.nn.Module):
+        def forward(self, x):
+            return x.repeat_interleave(torch.tensor([1, 2, 1, 3]), dim=0)
+
     no_import(Empty(), (g(4),), r"arange.*empty")
+    no_import(Counts(), (g(4),), r"repeat_interleave.*tensor of counts.*test_import_ops.py")
     no_import(Train(), (g(4),), r"dropout.*training")
 
 
