@@ -660,6 +660,16 @@ def _einsum(b, node, eq, ops, dt):
     ms = [c for c in out if c in sa and c not in sb]
     ns = [c for c in out if c in sb and c not in sa]
     ks = [c for c in sa if c in sb and c not in out]
+    ea, eb = ms[:-1], ns[:-1]
+    if len(ks) == 1 and ms and ns and not (ea and eb) and not (batch and (ea or eb)):
+        # No reshape: one row, column and contracted letter each; the other
+        # letters of one operand are its own batch dims, which the matmul
+        # broadcasts over the other operand (`bij,jk->bik`).
+        a = b.transpose(a, [sa.index(c) for c in batch + ea + ms[-1:] + ks])
+        bb = b.transpose(bb, [sb.index(c) for c in batch + eb + ks + ns[-1:]])
+        order = batch + ea + eb + ms[-1:] + ns[-1:]
+        y = b.matmul(a, bb, tuple(size[c] for c in order), dt)
+        return b.transpose(y, [order.index(c) for c in out])
     a = b.transpose(a, [sa.index(c) for c in batch + ms + ks])
     bb = b.transpose(bb, [sb.index(c) for c in batch + ks + ns])
     bsh = lambda v, cs: tuple(v[1][k] for k in range(len(cs)))  # noqa: E731

@@ -13,6 +13,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -48,6 +49,7 @@ def run_efir(mod, inputs, tmp_path, precision="f64", name="m"):
     (the outputs as numpy arrays, the .efir text)."""
     ep = torch.export.export(mod, tuple(inputs))
     text = efir.import_program(ep, name)
+    tmp_path = pathlib.Path(tempfile.mkdtemp(dir=tmp_path))  # one per run
     src = tmp_path / f"{name}.efir"
     src.write_text(text)
     state = dict(ep.state_dict)
@@ -122,12 +124,22 @@ class Einsum(torch.nn.Module):
             torch.einsum("ij,ij->i", m, m),
             torch.einsum("ij,jk", m, n),
             torch.einsum("bij,ijk->bk", a[:, :, :3], b[:, :3, :3].permute(1, 2, 0)),
+            torch.einsum("ij,bjk->bki", m, b), torch.einsum("bij,jk->bik", a, n),
+            torch.einsum("bi,bjk->bijk", v[None, :2], a),
         )
 
 
 def test_einsum(dtype, tmp_path):
     text = check(Einsum(), (g(2, 3, 4), g(2, 4, 5), g(3, 4), g(4, 5), g(6)), dtype, tmp_path)
     assert "tensor.matmul" in text
+
+    class Plain(torch.nn.Module):
+        def forward(self, x, w, y):
+            return torch.einsum("bij,jk->bik", x, w), torch.einsum("bhqd,bhkd->bhqk", x[None], y[None])
+
+    # One row, column and contracted letter each: a matmul of transposes, no reshape.
+    text = check(Plain(), (g(2, 3, 4), g(4, 5), g(2, 5, 4)), dtype, tmp_path)
+    assert text.count("tensor.reshape") == 2, text  # only x[None] and y[None]
 
 
 def test_einsum_errors():
