@@ -405,7 +405,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 // padded to 16 (masked), so that the product is a `tl.dot`
                 // (see [`crate::small_dot_extents`]).
                 let p = match ext {
-                    Extent::N(n) if self.pad16.contains(n) => "16".to_string(),
+                    Extent::N(n) if *n > 1 && self.pad16.contains(n) => "16".to_string(),
                     _ => ext.padded(),
                 };
                 let key = format!("ar:{p}");

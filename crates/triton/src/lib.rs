@@ -631,14 +631,16 @@ fn kernel_of(
 /// block as large as the dim is the untiled form. The last two dims (rows
 /// and columns) get a block-size parameter; leading dims get one program per
 /// index (block 1), so that matmuls inside are plain 2-D `tl.dot`s.
-/// The extents (2 to 15) of the M, N and K dims of the matmuls computed in
+/// The extents (1 to 15) of the M, N and K dims of the matmuls computed in
 /// the kernel of `body` (reached from it without crossing a buffer).
 /// `tl.dot` takes blocks of at least 16; a smaller dim (the rows of a batch
 /// of 8 tokens) would otherwise multiply and sum in registers, five times
 /// slower than the padded dot on the H200 (gated_mlp: 96 us at B=8 against
 /// 19 us at B=16 with the same plan). Such a dim gets a block of 16 (masked,
 /// like any block beyond its extent): as its default where an automatic
-/// grid axis tiles it, always where the program keeps it whole.
+/// grid axis tiles it, always where the program keeps it whole. A dim of
+/// extent 1 (a GEMV's single row) keeps its multiply-and-sum by default,
+/// with 16 a legal block for tuning to try (KERNELS.md: measure both).
 pub(crate) fn small_dot_extents(
     f: &Func,
     def: &[Option<usize>],
@@ -666,7 +668,7 @@ pub(crate) fn small_dot_extents(
             };
             let (a, b) = (op.operands[0], op.operands[1]);
             for n in [ext(a, 2), ext(a, 1), ext(b, 1)].into_iter().flatten() {
-                if (2..16).contains(&n) {
+                if n < 16 {
                     out.insert(n);
                 }
             }
@@ -704,7 +706,10 @@ fn auto_grid(
         .collect();
     for (d, dim) in t.shape.iter().enumerate() {
         let Dim::Static(e) = dim else { continue };
-        if *e <= 1 || tiled.contains(&d) {
+        // (Only for a matrix: a tiled unit dim of a higher-rank value
+        // would stop its reshapes, which drop unit dims.)
+        let gemv_row = *e == 1 && small.contains(e) && r == 2;
+        if (*e <= 1 && !gemv_row) || tiled.contains(&d) {
             continue;
         }
         let name = format!("g{}_{d}", k.index);
@@ -722,7 +727,7 @@ fn auto_grid(
             // [`small_dot_extents`]).
             if small.contains(e) {
                 dm.push(16);
-                (dm, 16)
+                (dm, if *e == 1 { 1 } else { 16 })
             } else {
                 (dm, if top <= 128 { top } else { 64 })
             }
