@@ -84,6 +84,14 @@ def test_neighbours_stay_in_the_space():
         assert sum(nb[k] != DEFAULT[k] for k in DEFAULT) == 1
 
 
+def test_timing_rotates_inputs_that_would_sit_in_l2():
+    l2 = tune.L2_BYTES
+    assert tune.rotation(10 * l2) == 1  # far beyond the L2: no copies
+    assert tune.rotation(l2) == 3  # three copies cover 3x the L2
+    assert tune.rotation(1) == 8  # tiny inputs: at most 8 copies
+    assert tune.rotation(0) == 8
+
+
 def test_cache_keys_hits_and_clear(tmp_path):
     c = tune.Cache(tmp_path / "t.sqlite")
     env = {"device": "X", "triton": "3.6", "torch": "2.11", "efir": "0"}
