@@ -703,7 +703,11 @@ def _lower_more(b, node, t, args, shape, dt):
         aten.detach_.default: aten.detach.default,
     }
     if t in inplace:
-        t = inplace[t]
+        # The result is also the new value of the mutated operand.
+        out = _lower_more(b, node, inplace[t], args, shape, dt)
+        if isinstance(args[0], torch.fx.Node):
+            b.env[args[0]] = out
+        return out
     if t in (aten.clone.default, aten.detach.default, aten.lift_fresh_copy.default, aten.alias.default, aten.contiguous.default):
         return x0
     if t in (aten.dropout.default, aten.feature_dropout.default, aten.alpha_dropout.default, aten.feature_alpha_dropout.default):

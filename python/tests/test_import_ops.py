@@ -249,6 +249,7 @@ class Act(torch.nn.Module):
     def forward(self, x, lo, hi):
         y = x.clone()
         y.relu_()
+        y = y * 2.0 + x.clone().clamp_(-0.5, 0.5)
         return (
             F.relu(x), y, F.leaky_relu(x, 0.2), F.leaky_relu(x), F.hardtanh(x, -0.5, 0.75),
             F.elu(x, 0.7), F.selu(x), F.celu(x, 1.5), F.softplus(x), F.softplus(x, beta=2.0, threshold=3.0),
