@@ -2,13 +2,14 @@
 //! ([`split`]), checking `// expected-error` comments
 //! ([`expected`]), reading pass flags ([`pass_flag`], [`parse_pass_flags`]),
 //! running a parse -> verify -> passes -> print job on one case
-//! ([`run_case`]), and translating candidate programs to Triton
-//! ([`translate`]). The command-line tools and the Python extension
+//! ([`run_case`]), translating candidate programs to Triton
+//! ([`translate`]), and usage errors with "did you mean" ([`usage`]). The command-line tools and the Python extension
 //! (`crates/python`) are thin layers over these.
 
 pub mod expected;
 pub mod split;
 pub mod translate;
+pub mod usage;
 
 use efir_diagnostics::Diag;
 use efir_ir::pass::{PassManager, PassOptions};

@@ -62,17 +62,12 @@ fn split_args() -> (Vec<String>, Vec<PassFlag>) {
 
 fn main() -> ExitCode {
     let (args, flags) = split_args();
-    let cli = match Cli::try_parse_from(args) {
+    // Usage errors exit 2 (as clap's own), with the nearest flag or pass
+    // for a mistyped one; help and version 0.
+    let passes: Vec<&str> = efir_registry::all_passes().iter().map(|p| p.name).collect();
+    let cli: Cli = match efir_driver::usage::parse(args, &passes) {
         Ok(c) => c,
-        Err(e) => {
-            let _ = e.print();
-            // Usage errors exit 2 (as clap's own); help and version 0.
-            return if e.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
+        Err(code) => return code,
     };
     // A bad pipeline (unknown pass, bad option) is a usage error too.
     if let Err(msg) = efir_driver::build_pipeline(&flags) {

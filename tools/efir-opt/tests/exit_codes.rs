@@ -20,6 +20,8 @@ fn usage_errors_exit_2() {
         vec![example(), "--compact=threads=0".into()],
         vec![example(), "--compact=time-limit=inf".into()],
         vec![example(), "--no-such-pass".into()],
+        // a mistyped pass: a usage error with a suggestion
+        vec![example(), "--saturat".into()],
     ] {
         let out = bin().args(&args).output().unwrap();
         assert_eq!(
@@ -29,6 +31,22 @@ fn usage_errors_exit_2() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+#[test]
+fn mistyped_pass_suggests_the_pass() {
+    let out = bin()
+        .args([example(), "--saturat".into()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("a similar argument exists: '--saturate'") && !err.contains("-- --saturat"),
+        "{err}"
+    );
+    let out = bin().arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
 }
 
 #[test]

@@ -188,7 +188,11 @@ fn check_memory(f: &efir_ir::Func, budget: u128) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Usage errors exit 2, with the nearest flag for a mistyped one.
+    let cli: Cli = match efir_driver::usage::parse(std::env::args(), &[]) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
     match run(&cli) {
         Ok(code) => code,
         Err(msg) => {

@@ -44,7 +44,11 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Usage errors exit 2, with the nearest flag for a mistyped one.
+    let cli: Cli = match efir_driver::usage::parse(std::env::args(), &[]) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
     match run(&cli) {
         Ok(code) => code,
         Err(e) => {
