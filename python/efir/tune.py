@@ -169,7 +169,7 @@ def _key(cfg):
     return tuple(sorted(cfg.items()))
 
 
-def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.monotonic, progress=None):
+def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.monotonic, progress=None, prepare=None):
     """Successive halving over candidates with a local search per survivor.
 
     cands: [(name, default_config, config_space)], best static estimate
@@ -179,8 +179,10 @@ def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.m
     candidates (by their best time) and measures up to `width` unmeasured
     neighbours of each survivor's two best schedules. It stops when the
     budget is spent, or when one candidate is left and a round found
-    nothing faster. Returns {"name", "config", "time_us", "measured",
-    "rounds", "trace"} (name None when nothing measured was correct).
+    nothing faster. `prepare([(name, cfg)])`, if given, is called with each
+    round's schedules before any of them is measured (to compile them in
+    parallel). Returns {"name", "config", "time_us", "measured", "rounds",
+    "trace"} (name None when nothing measured was correct).
     """
     rng = random.Random(seed)
     t0 = clock()
@@ -214,32 +216,39 @@ def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.m
     def spent():
         return clock() - t0 >= budget_s
 
-    alive = [name for name, _, _ in cands]
-    rounds = 0
-    for name, default, space in cands:
-        for cfg in samples(default, space, first, rng):
+    def run_batch(batch):
+        # Each round's schedules are known before any is timed: `prepare`
+        # (compiling them in parallel) sees them all first.
+        if prepare and batch:
+            prepare(batch)
+        done = 0
+        for name, cfg in batch:
             if spent():
                 break
             run(name, cfg)
+            done += 1
+        return done
+
+    alive = [name for name, _, _ in cands]
+    run_batch([(name, cfg) for name, default, space in cands for cfg in samples(default, space, first, rng)])
     rounds = 1
     while not spent() and alive:
         alive.sort(key=lambda n: best_of(n)[0])
         if len(alive) > 1:
             alive = alive[: max(1, (len(alive) + 1) // 2)]
         before = best()[2]
-        fresh = 0
+        batch = []
         for name in alive:
             ranked = sorted(((t, c) for c, t in times[name].values() if t is not None), key=lambda x: x[0])[:2]
-            tried = 0
+            picked = {}
             for _, c in ranked:
                 for nb in neighbours(c, spaces[name]):
-                    if tried >= width or spent():
+                    if len(picked) >= width:
                         break
-                    if _key(nb) in times[name]:
-                        continue
-                    run(name, nb)
-                    tried += 1
-                    fresh += 1
+                    if _key(nb) not in times[name]:
+                        picked.setdefault(_key(nb), nb)
+            batch.extend((name, nb) for nb in picked.values())
+        fresh = run_batch(batch)
         rounds += 1
         if fresh == 0 or (len(alive) == 1 and best()[2] >= before):
             break
@@ -278,6 +287,52 @@ def graph_time_us(run, inputs, rep=20):
     except TypeError:  # Triton without return_mode
         ms = do_bench_cudagraph(many, rep=rep)
     return 1000.0 * ms / len(sets)
+
+
+# ------------------------------------------------------ parallel compiling
+def _precompile_one(path, cfg):
+    """Run module `path` once under schedule `cfg` on random inputs (in a
+    worker process), so that Triton compiles it into its on-disk cache.
+    True when it ran."""
+    import torch
+
+    mod = _load(path, f"pre_{os.getpid()}")
+    dev = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
+    xs = []
+    for _, shape, dt in mod.INPUTS:
+        if dt.is_floating_point:
+            xs.append(torch.randn(shape, device=dev).to(dt))
+        else:
+            xs.append(torch.zeros(shape, device=dev, dtype=dt))
+    try:
+        mod.run(*xs, config=cfg)
+        if dev == "cuda":
+            torch.cuda.synchronize()
+        return True
+    except Exception:  # noqa: BLE001 (infeasible: the timed run reports it)
+        return False
+
+
+def precompile(jobs, workers=None, timeout=300.0):
+    """Compile the schedules `jobs` ([(module path, cfg)]) in parallel
+    worker processes (Triton's cache is on disk, so the tuner's own first
+    run of each is then a cache hit). Returns how many ran; errors and
+    schedules past `timeout` seconds are left to the timed run."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    if not jobs:
+        return 0
+    n = workers or max(1, min(len(jobs), 8, (os.cpu_count() or 2) - 1))
+    ok = 0
+    ex = cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
+    try:
+        futs = [ex.submit(_precompile_one, str(p), dict(c)) for p, c in jobs]
+        done, _ = cf.wait(futs, timeout=timeout)
+        ok = sum(1 for f in done if f.exception() is None and f.result())
+    finally:
+        ex.shutdown(wait=False, cancel_futures=True)
+    return ok
 
 
 # ------------------------------------------------------------ files and text
@@ -453,11 +508,12 @@ def tune_file(path, out, budget_s=60.0, top=4, timer=None, cache=None, progress=
         device = "cuda" if cuda else "cpu"
         with tempfile.TemporaryDirectory(prefix="efir-tune-") as d:
             d = pathlib.Path(d)
-            loaded = {}
+            loaded, paths = {}, {}
             for i, (name, src) in enumerate(mods):
                 p = d / f"cand{i}.py"
                 p.write_text(src)
                 loaded[name] = _load(p, f"{os.getpid()}_{i}")
+                paths[name] = p
             first = mods[0][0]
             ref = reference(text, first, d / "ref")
             mod0 = loaded[first]
@@ -489,7 +545,8 @@ def tune_file(path, out, budget_s=60.0, top=4, timer=None, cache=None, progress=
                     return None
 
             cands = [(name, dict(loaded[name].DEFAULT_CONFIG), loaded[name].CONFIG_SPACE) for name, _ in mods]
-            res = search(cands, measure, budget_s=budget_s, seed=seed, progress=progress)
+            prepare = (lambda batch: precompile([(paths[n], c) for n, c in batch])) if cuda else None
+            res = search(cands, measure, budget_s=budget_s, seed=seed, progress=progress, prepare=prepare)
         if res["name"] is None:
             first = failures[0] if failures else "nothing was measured"
             raise TuneError(f"no schedule of the {len(mods)} shortlisted candidates computed the right result (first failure: {first})")

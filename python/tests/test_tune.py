@@ -178,3 +178,41 @@ def test_tune_end_to_end_picks_the_faster_candidate(tmp_path, monkeypatch):
     res2 = tune.tune_file(cands, tmp_path / "tuned2.efir", budget_s=20.0, top=3, timer=timer, cache=cache)
     assert res2["cached"] and res2["candidate"] == fast and not seen
     assert (tmp_path / "tuned2.efir").read_text() == text
+
+
+def test_search_hands_each_round_to_prepare_before_measuring():
+    f = bowl({"BLOCK_m": 16, "BLOCK_n": 64})
+    measured, batches = [], []
+
+    def measure(name, cfg):
+        measured.append((name, tuple(sorted(cfg.items()))))
+        return f(cfg)
+
+    def prepare(batch):
+        batches.append([(n, tuple(sorted(c.items()))) for n, c in batch])
+        # nothing of this round has been measured yet
+        assert not set(batches[-1]) & set(measured)
+
+    res = tune.search([("a", DEFAULT, SPACE)], measure, budget_s=1e9, clock=FakeClock(), prepare=prepare)
+    assert len(batches) >= 2 and res["measured"] == len(measured)
+    # every measured schedule was prepared first
+    assert set(measured) <= {x for b in batches for x in b}
+
+
+@pytest.mark.skipif(os.environ.get("EFIR_SKIP_TRITON") == "1", reason="no triton")
+def test_precompile_runs_schedules_in_worker_processes(tmp_path, monkeypatch):
+    pytest.importorskip("triton")
+    pytest.importorskip("torch")
+    sys.path.insert(0, str(ROOT / "python" / "tests"))
+    import triton_harness as h
+
+    monkeypatch.setenv("EFIR_NO_NATIVE", "1")
+    monkeypatch.setenv("EFIR_BIN_DIR", os.path.dirname(h.tool("efir-opt")))
+    src = h.sh(h.tool("efir-translate"), "--to-triton", str(ROOT / "examples" / "small" / "gated_mlp.efir")).stdout
+    mod = tmp_path / "m.py"
+    mod.write_text(src)
+    ns = {}
+    exec(compile(src.split("\n@triton.jit")[0], "m", "exec"), ns)  # DEFAULT_CONFIG and CONFIG_SPACE
+    small = {k: min(v) for k, v in ns["CONFIG_SPACE"].items()}
+    jobs = [(mod, ns["DEFAULT_CONFIG"]), (mod, small), (tmp_path / "missing.py", ns["DEFAULT_CONFIG"])]
+    assert tune.precompile(jobs, workers=2, timeout=120) == 2
