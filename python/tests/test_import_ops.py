@@ -44,10 +44,10 @@ def _npy(x):
     return x.numpy()
 
 
-def run_efir(mod, inputs, tmp_path, precision="f64", name="m"):
+def run_efir(mod, inputs, tmp_path, precision="f64", name="m", dynamic_shapes=None):
     """Export `mod` on `inputs`, import it, run it under efir-run; returns
     (the outputs as numpy arrays, the .efir text)."""
-    ep = torch.export.export(mod, tuple(inputs))
+    ep = torch.export.export(mod, tuple(inputs), dynamic_shapes=dynamic_shapes)
     text = efir.import_program(ep, name)
     tmp_path = pathlib.Path(tempfile.mkdtemp(dir=tmp_path))  # one per run
     src = tmp_path / f"{name}.efir"
@@ -175,6 +175,17 @@ class Create(torch.nn.Module):
 def test_arange_constants_scalars_identities(dtype, tmp_path):
     text = check(Create(), (g(3, 4), 1.5), dtype, tmp_path)
     assert "tensor.iota<0>" in text and "%s: tensor<f32>" in text
+
+
+def test_symbolic_scalar_input_is_a_rank0_parameter(tmp_path):
+    class Scale(torch.nn.Module):
+        def forward(self, x, k: int):
+            return x * k + k
+
+    x = g(4)
+    got, text = run_efir(Scale(), (x, 3), tmp_path, dynamic_shapes=(None, torch.export.Dim.DYNAMIC))
+    assert "%k: tensor<i64>" in text, text
+    assert np.allclose(got[0], (x * 3 + 3).numpy()), (got, text)
 
 
 def test_arange_repeat_dropout_errors():
