@@ -478,11 +478,15 @@ def _load(path, tag):
     return mod
 
 
-def tune_file(path, out, budget_s=60.0, top=4, timer=None, cache=None, progress=None, seed=0):
+def tune_file(path, out, budget_s=60.0, top=4, timer=None, cache=None, progress=None, seed=0, inputs=None, expected=None):
     """Tune the candidates of .efir file `path` and write the tuned file to
     `out`. `timer(name, mod, cfg, run)` -> microseconds replaces the GPU
-    timing (tests); correctness is checked either way. Returns a summary
-    dict; `cached` is true when the result came from the cache."""
+    timing (tests); correctness is checked either way, against `expected`
+    (tensors) on `inputs` (tensors in the program's argument order) where
+    given (`efir.compile`: the model's own parameters, the example inputs
+    and eager PyTorch's outputs), else against efir's interpreter (`efir-run`)
+    on random inputs. Returns a summary dict; `cached` is true when the
+    result came from the cache."""
     import tempfile
 
     import numpy as np
@@ -515,10 +519,14 @@ def tune_file(path, out, budget_s=60.0, top=4, timer=None, cache=None, progress=
                 loaded[name] = _load(p, f"{os.getpid()}_{i}")
                 paths[name] = p
             first = mods[0][0]
-            ref = reference(text, first, d / "ref")
-            mod0 = loaded[first]
-            inputs = [torch.from_numpy(np.ascontiguousarray(np.load(ref / f"in_{n}.npy"))).to(device=device, dtype=dt) for n, _, dt in mod0.INPUTS]
-            outs = [torch.from_numpy(np.ascontiguousarray(np.load(ref / f"out{i}.npy"))) for i in range(len(list(ref.glob("out*.npy"))))]
+            if inputs is None:
+                ref = reference(text, first, d / "ref")
+                mod0 = loaded[first]
+                inputs = [torch.from_numpy(np.ascontiguousarray(np.load(ref / f"in_{n}.npy"))).to(device=device, dtype=dt) for n, _, dt in mod0.INPUTS]
+                outs = [torch.from_numpy(np.ascontiguousarray(np.load(ref / f"out{i}.npy"))) for i in range(len(list(ref.glob("out*.npy"))))]
+            else:
+                inputs = [t.detach().to(device) for t in inputs]
+                outs = [o.detach().float().cpu() for o in expected]
 
             def run_checked(mod, cfg):
                 res = mod.run(*inputs, config=cfg)
