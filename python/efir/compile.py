@@ -34,7 +34,7 @@ import warnings
 
 import torch
 
-from .importer import ImportError_, import_program
+from .importer import DTYPES, ImportError_, import_program
 
 try:
     from . import _efir
@@ -227,6 +227,21 @@ class Report:
         return "\n".join(lines) + "\n"
 
 
+def _accepted():
+    return ", ".join(str(d).removeprefix("torch.") for d in DTYPES)
+
+
+def _check_dtypes(module, inputs):
+    """Refuse tensors of a dtype efir has no type for, naming it (before
+    the export, which would take long for nothing)."""
+    named = [(f"input {i}", x) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
+    named += [(f"parameter `{n}`", t) for n, t in module.named_parameters()]
+    named += [(f"buffer `{n}`", t) for n, t in module.named_buffers()]
+    for what, t in named:
+        if t.dtype not in DTYPES:
+            raise CompileError(f"import failed: {what} has dtype {t.dtype}, which efir does not support (accepted: {_accepted()})")
+
+
 def _stage(name, quiet, stages, fn):
     t0 = time.time()
     if not quiet:
@@ -262,6 +277,7 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
 
         module = _Wrap()
     inputs = tuple(example_inputs)
+    _check_dtypes(module, inputs)
     keep = keep_workdir or workdir is not None
     work = pathlib.Path(workdir or tempfile.mkdtemp(prefix="efir-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -179,3 +179,18 @@ def test_failed_compile_leaves_no_folder(tmp_path, monkeypatch):
     with pytest.raises(efir.CompileError):
         efir.compile(Flatten(), (torch.randn(2, 8),), quiet=True)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_dtypes_accepted_and_refused(tmp_path):
+    # every dtype of the table in docs/python.md compiles (f16 is above)
+    for dt in (torch.float32, torch.float64, torch.int32, torch.int64):
+        x = (torch.randn(4, 8) * 3).to(dt)
+        f = efir.compile(lambda x: x * x + x, (x,), candidates=2, quiet=True)
+        assert torch.equal(f(x), x * x + x), dt
+    x, b = torch.randn(4, 8), torch.rand(4, 8) > 0.5
+    assert torch.equal(efir.compile(lambda b, x: torch.where(b, x, 2 * x), (b, x), candidates=2, quiet=True)(b, x), torch.where(b, x, 2 * x))
+    # others are refused with a CompileError naming the dtype
+    with pytest.raises(efir.CompileError, match=r"input 0 has dtype torch.int8, which efir does not support \(accepted: float16, bfloat16, float32, float64, bool, int32, int64\)"):
+        efir.compile(lambda x: x + x, (torch.ones(4, dtype=torch.int8),), quiet=True)
+    with pytest.raises(efir.ImportError_, match=r"torch.int8"):
+        efir.compile(lambda x: x.to(torch.int8).to(torch.float32), (torch.ones(4),), quiet=True)
