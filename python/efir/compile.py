@@ -152,14 +152,16 @@ def _saturate_compact(work, candidates, diags, nat):
     (work / "cands.efir").write_text(out)
 
 
-def _to_triton(work, diags, nat):
-    """Translate the best candidate by static estimate; returns its program
-    name and, from the binary, the ranking that `--print-plan` prints."""
+def _to_triton(work, diags, nat, cands="cands.efir"):
+    """Translate the best candidate of `cands` (in `work`) by static
+    estimate (a tuned file holds one, with its schedule); returns its
+    program name and, from the binary, the ranking that `--print-plan`
+    prints."""
     if nat is None:
-        r = _run([_bin("efir-translate"), "--to-triton", str(work / "cands.efir"), "--top", "1", "--print-plan", "-o", str(work / "kernels.py")], diags)
+        r = _run([_bin("efir-translate"), "--to-triton", str(work / cands), "--top", "1", "--print-plan", "-o", str(work / "kernels.py")], diags)
         return _chosen(r.stderr)
-    text = (work / "cands.efir").read_text()
-    progs = _in_process("efir-translate --to-triton --top 1", diags, lambda: nat.to_triton(text, filename=str(work / "cands.efir"), top=1))
+    text = (work / cands).read_text()
+    progs = _in_process("efir-translate --to-triton --top 1", diags, lambda: nat.to_triton(text, filename=str(work / cands), top=1))
     (work / "kernels.py").write_text(progs[0][1])
     return progs[0][0], None
 
@@ -198,7 +200,8 @@ def _estimate(source):
 class Report:
     """What `efir.compile` chose and why, as `str(report)` shows it."""
 
-    def __init__(self, program, estimate, source_path, kept, ranking, diags, stages):
+    def __init__(self, program, estimate, source_path, kept, ranking, diags, stages, tuned=None):
+        self.tuned = tuned
         self.program = program
         self.estimate = estimate
         self.kernels = estimate.get("kernels")
@@ -208,12 +211,20 @@ class Report:
         self.diagnostics = diags
         self.stages = stages
 
+    def _why(self):
+        t = self.tuned
+        if not t:
+            return "  the best by efir's static estimate (what `efir-translate --top 1` emits)"
+        how = "from the tuning cache" if t.get("cached") else f"{t.get('measured', 0)} schedules measured"
+        sched = ",".join(f"{k}={v}" for k, v in (t.get("config") or {}).items())
+        return f"  the fastest measured on the GPU: {t.get('time_us', float('nan')):.1f} us with {sched} ({how})"
+
     def __str__(self):
         e = self.estimate
         where = str(self.source_path) if self.kept else f"{self.source_path} (removed; pass keep_workdir=True to keep it)"
         lines = [
             f"chosen candidate: @{self.program}" if self.program else "chosen candidate: (unknown)",
-            "  the best by efir's static estimate (what `efir-translate --top 1` emits)",
+            self._why(),
             f"estimate: {e.get('time_us', float('nan')):.3f} us, {e.get('bytes', 0):.4g} bytes, {e.get('flops', 0):.4g} flops",
             f"kernels: {self.kernels}",
             f"generated source: {where}",
@@ -253,13 +264,48 @@ def _stage(name, quiet, stages, fn):
     return out
 
 
-def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False, workdir=None, keep_workdir=False):  # noqa: A001
+DEFAULT_TUNE_S = 30.0
+_cpu_noted = []
+
+
+def _tune_budget(tune, inputs, quiet):
+    """Seconds of GPU tuning for `compile(..., tune=tune)`: `tune` itself
+    when a number, else `$EFIR_TUNE` (seconds; 0 turns tuning off), else
+    DEFAULT_TUNE_S; None (no tuning) for `tune=False`/0, and where the
+    inputs are not on a CUDA device (said once per process)."""
+    if tune is None:
+        env = os.environ.get("EFIR_TUNE", "").strip()
+        try:
+            tune = float(env) if env else DEFAULT_TUNE_S
+        except ValueError:
+            raise CompileError(f"EFIR_TUNE must be a number of seconds, got {env!r}") from None
+    if tune is False or not tune or tune <= 0:
+        return None
+    on_gpu = torch.cuda.is_available() and any(isinstance(x, torch.Tensor) and x.is_cuda for x in inputs)
+    if not on_gpu:
+        if not _cpu_noted:
+            _cpu_noted.append(True)
+            msg = "efir: no CUDA inputs: schedule tuning skipped (the static estimate chooses)"
+            if quiet:
+                log.info(msg)
+            else:
+                print(msg, file=sys.stderr, flush=True)
+        return None
+    return float(tune)
+
+
+def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False, workdir=None, keep_workdir=False, tune=None):  # noqa: A001
     """Compile a module or function of tensors; returns a callable taking the
     same (user) inputs. `candidates`: how many distinct candidates to
     enumerate; `config`: a Triton schedule for the generated module
     (default: its DEFAULT_CONFIG); `quiet`: no progress output; `workdir`:
     a folder for the intermediate files (kept); else a temporary folder,
-    removed when compile returns or fails unless `keep_workdir`.
+    removed when compile returns or fails unless `keep_workdir`; `tune`:
+    seconds of schedule tuning on the GPU (`efir.tune`: the best few
+    candidates by static estimate, their schedules measured against eager
+    PyTorch's outputs on the example inputs; results cached), default
+    `$EFIR_TUNE` or 30, `False` or 0 for none; skipped (said once) when the
+    inputs are not on a CUDA device.
 
     The callable has `.report()` (the chosen candidate, its static
     estimate, kernel count and generated source path, as a string),
@@ -288,26 +334,25 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
         (work / "program.efir").write_text(text)
         nat = native()
         _stage("saturate + compact", quiet, stages, lambda: _saturate_compact(work, candidates, diags, nat))
-        program, ranking = _stage("lower to Triton", quiet, stages, lambda: _to_triton(work, diags, nat))
+        budget = _tune_budget(tune, inputs, quiet)
+        cands, tuned = "cands.efir", None
+        if budget:
+            tuned = _stage("tune", quiet, stages, lambda: _tune(work, ep, module, inputs, budget, candidates))
+            cands = "tuned.efir"
+        program, ranking = _stage("lower to Triton", quiet, stages, lambda: _to_triton(work, diags, nat, cands))
         source = (work / "kernels.py").read_text()
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
     mod = _load(work / "kernels.py", source)
-    report = Report(program, _estimate(source), work / "kernels.py", keep, ranking, diags, stages)
-    # Parameters and buffers, in the program's argument order, then the user inputs.
-    state = dict(ep.state_dict)
-    state.update(getattr(ep, "constants", {}) or {})
+    report = Report(program, _estimate(source), work / "kernels.py", keep, ranking, diags, stages, tuned)
+    state = _state(ep)
     n_user = sum(1 for s in ep.graph_signature.input_specs if not s.target)
 
     def run(*user):
         if len(user) != n_user:
             raise TypeError(f"the compiled program takes {n_user} inputs, got {len(user)}")
-        args, it = [], iter(user)
-        spec_list = ep.graph_signature.input_specs
-        for s in spec_list:
-            args.append(state[s.target].to(user[0].device) if s.target else next(it))
-        return mod.run(*args, config=config)
+        return mod.run(*_program_args(ep, state, user), config=config)
 
     run.module = mod
     run.source = source
@@ -315,7 +360,43 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
     run.native = nat is not None  # whether the Rust stages ran in-process
     run.stats = {"stages": stages, "diagnostics": diags}
     run.report = lambda: str(report)
+    run.tuned = tuned
     return run
+
+
+def _state(ep):
+    """The exported program's parameters, buffers and constants by name."""
+    state = dict(ep.state_dict)
+    state.update(getattr(ep, "constants", {}) or {})
+    return state
+
+
+def _program_args(ep, state, user):
+    """The program's arguments: parameters and buffers in its argument
+    order, then the user inputs."""
+    it = iter(user)
+    return [state[s.target].to(user[0].device) if s.target else next(it) for s in ep.graph_signature.input_specs]
+
+
+def _tune(work, ep, module, inputs, budget, candidates):
+    """Tune `work/cands.efir` into `work/tuned.efir` on the example inputs,
+    checked against eager PyTorch; the tuner's summary."""
+    from . import tune as _t
+
+    with torch.no_grad():
+        expected = module(*inputs)
+    expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+    try:
+        return _t.tune_file(
+            work / "cands.efir",
+            work / "tuned.efir",
+            budget_s=budget,
+            top=max(1, min(4, candidates)),
+            inputs=_program_args(ep, _state(ep), inputs),
+            expected=expected,
+        )
+    except _t.TuneError as e:
+        raise CompileError(f"tuning found no correct schedule: {e}") from e
 
 
 def _backend(gm, example_inputs):

@@ -194,3 +194,57 @@ def test_dtypes_accepted_and_refused(tmp_path):
         efir.compile(lambda x: x + x, (torch.ones(4, dtype=torch.int8),), quiet=True)
     with pytest.raises(efir.ImportError_, match=r"torch.int8"):
         efir.compile(lambda x: x.to(torch.int8).to(torch.float32), (torch.ones(4),), quiet=True)
+
+
+def test_compile_on_cpu_skips_tuning_with_one_message(capsys, monkeypatch):
+    c = sys.modules["efir.compile"]
+
+    monkeypatch.setattr(c, "_cpu_noted", [])
+    torch.manual_seed(0)
+    m = GatedMLP().half()
+    xs = (torch.randn(2, 32).half(),)
+    f = efir.compile(m, xs)
+    g = efir.compile(m, xs)
+    err = capsys.readouterr().err
+    assert err.count("schedule tuning skipped") == 1
+    assert f.tuned is None and g.tuned is None and "static estimate" in f.report()
+    with pytest.raises(efir.CompileError, match="EFIR_TUNE"):
+        monkeypatch.setenv("EFIR_TUNE", "soon")
+        efir.compile(m, xs, quiet=True)
+
+
+def test_compile_tunes_against_eager_outputs(monkeypatch, tmp_path):
+    # On the CPU (TRITON_INTERPRET=1) with a fake timer in place of the GPU:
+    # the tuned candidate and schedule are what the module runs.
+    c = sys.modules["efir.compile"]
+    from efir import tune
+
+    real = tune.tune_file
+    seen = {}
+
+    def fake(path, out, **kw):
+        seen.update(kw)
+
+        def timer(name, mod, cfg, run):
+            return 10.0 + cfg.get("num_warps", 4)
+
+        return real(path, out, timer=timer, cache=tune.Cache(tmp_path / "cache.sqlite"), **kw)
+
+    monkeypatch.setattr(tune, "tune_file", fake)
+    monkeypatch.setattr(c, "_tune_budget", lambda t, xs, q: 5.0)
+    torch.manual_seed(0)
+    m = GatedMLP().half()
+    xs = (torch.randn(2, 32).half(),)
+    f = efir.compile(m, xs, quiet=True)
+    assert f.tuned and f.tuned["candidate"] and not f.tuned["cached"]
+    # checked against eager PyTorch's outputs on the model's own weights
+    assert len(seen["inputs"]) == 3 and len(seen["expected"]) == 1
+    assert "fastest measured on the GPU" in f.report()
+    sched = f.tuned["config"]
+    for k, v in sched.items():
+        assert f.module.DEFAULT_CONFIG[k] == v
+    fresh = (torch.randn(2, 32).half(),)
+    out = f(*fresh)
+    with torch.no_grad():
+        ref = m.double()(*(x.double() for x in fresh))
+    assert rel(out, ref) < 1e-2
