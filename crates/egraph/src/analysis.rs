@@ -44,8 +44,9 @@ impl Data {
 pub struct Ctx {
     /// Every value dialect.
     pub registry: Registry,
-    /// Signatures of the module's functions (for repaired reducers).
-    pub sigs: Signatures,
+    /// Signatures of the module's functions (for repaired reducers), shared
+    /// by the e-graphs of one module.
+    pub sigs: Arc<Signatures>,
     /// Types of the function's parameters (`argN` leaves).
     pub params: Vec<Type>,
 }

@@ -61,7 +61,7 @@
 use crate::analysis::{Data, EGraph};
 use crate::convert::{node_attrs, node_operands, to_func_text, Graph};
 use crate::extract::GlobalMemoryCost;
-use crate::saturate::{graph_of, lambda_text, library_refs, library_used};
+use crate::saturate::{graph_in, lambda_text, library_refs, library_used};
 use efir_diagnostics::{codes, Diag};
 use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
 use efir_ir::{AxisState, Module};
@@ -480,6 +480,53 @@ fn agree<T: PartialEq>(
             true
         }
         Some(_) => false,
+    }
+}
+
+/// Run `eval` over classes `0..n` to a fixed point with the result of
+/// repeated sweeps `for c in 0..n { changed |= eval(c) }` until a sweep
+/// changes nothing, evaluating in the same order, but only the classes that
+/// an operand's change can affect: all of them in the first sweep, then
+/// those with an operand (`parents` gives the readers of each class) that
+/// changed since their last evaluation. `eval(c)` must depend only on `c`'s
+/// own state and its operands', and change nothing when none of those
+/// changed since its last call. Plain sweeps were quadratic on long chains
+/// whose readers come before their operands (one sweep per link).
+fn sweep_to_fixpoint(n: usize, parents: &[Vec<u32>], mut eval: impl FnMut(usize) -> bool) {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let mut now: BinaryHeap<Reverse<u32>> = (0..n as u32).map(Reverse).collect();
+    let mut in_now = vec![true; n];
+    let mut next: Vec<u32> = Vec::new();
+    let mut in_next = vec![false; n];
+    loop {
+        while let Some(Reverse(c)) = now.pop() {
+            let c = c as usize;
+            in_now[c] = false;
+            if !eval(c) {
+                continue;
+            }
+            for &p in &parents[c] {
+                let pu = p as usize;
+                if pu > c {
+                    if !in_now[pu] {
+                        in_now[pu] = true;
+                        now.push(Reverse(p));
+                    }
+                } else if !in_next[pu] {
+                    in_next[pu] = true;
+                    next.push(p);
+                }
+            }
+        }
+        if next.is_empty() {
+            return;
+        }
+        for p in next.drain(..) {
+            in_next[p as usize] = false;
+            in_now[p as usize] = true;
+            now.push(Reverse(p));
+        }
     }
 }
 
@@ -1572,6 +1619,23 @@ impl<'a> Enumerator<'a> {
         t
     }
 
+    /// The classes that read each class (an option has it as an operand),
+    /// each once.
+    fn readers(&self) -> Vec<Vec<u32>> {
+        let mut out: Vec<Vec<u32>> = vec![Vec::new(); self.ids.len()];
+        for (c, opts) in self.kids.iter().enumerate() {
+            for kids in opts {
+                for &k in kids {
+                    let r = &mut out[k as usize];
+                    if r.last() != Some(&(c as u32)) {
+                        r.push(c as u32);
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Every field of the tuple-typed class `c`, as bits.
     fn all_fields(&self, c: u32) -> u64 {
         (1u64 << self.arity[c as usize].min(63)) - 1
@@ -1658,6 +1722,7 @@ impl<'a> Enumerator<'a> {
     /// resolved yet is not context.
     fn fixed_options(&mut self) -> (Vec<Option<u16>>, Vec<FixedKey>) {
         let n = self.ids.len();
+        let parents = self.readers();
         let mut other_op = vec![false; n];
         for c in 0..n {
             for j in 0..self.options[c].len() {
@@ -1674,12 +1739,11 @@ impl<'a> Enumerator<'a> {
         loop {
             // Greatest set closed under "every option is a leaf, a view or
             // pointwise over candidates (or an invalid materialization)".
-            loop {
-                let mut changed = false;
-                for c in 0..n {
-                    if !cand[c] {
-                        continue;
-                    }
+            sweep_to_fixpoint(n, &parents, |c| {
+                if !cand[c] {
+                    return false;
+                }
+                {
                     let ok = (0..self.options[c].len()).all(|j| {
                         self.leaf[c][j]
                             || match self.kind[c][j] {
@@ -1697,24 +1761,22 @@ impl<'a> Enumerator<'a> {
                     });
                     if !ok {
                         cand[c] = false;
-                        changed = true;
+                        return true;
                     }
                 }
-                if !changed {
-                    break;
-                }
-            }
+                false
+            });
             // Keys bottom up (least fixed point): an option counts once its
             // operands have keys; every counted option must agree.
             let mut key: Vec<Option<(u32, Option<Vec<u32>>)>> = vec![None; n];
             let mut inputs: Vec<u32> = Vec::new();
             let mut pick: Vec<Option<u16>> = vec![None; n];
             let mut bad = vec![false; n];
-            loop {
+            sweep_to_fixpoint(n, &parents, |c| {
                 let mut changed = false;
-                for c in 0..n {
+                {
                     if !cand[c] || bad[c] {
-                        continue;
+                        return false;
                     }
                     for j in 0..self.options[c].len() {
                         if matches!(self.kind[c][j], Kind::Materialize(_)) {
@@ -1742,10 +1804,8 @@ impl<'a> Enumerator<'a> {
                         changed |= agree(&mut key[c], &mut pick[c], &mut bad[c], (k, region), j);
                     }
                 }
-                if !changed {
-                    break;
-                }
-            }
+                changed
+            });
             if !shrink(&mut cand, &bad, |c| key[c].is_some()) {
                 let picks = (0..n)
                     .map(|c| if cand[c] { pick[c] } else { None })
@@ -1787,6 +1847,7 @@ impl<'a> Enumerator<'a> {
     /// completion that reaches one reaches its frontier.
     fn frontier_fixed(&self, fixed: &[Option<u16>], keys: &[FixedKey]) -> Vec<Option<u16>> {
         let n = self.ids.len();
+        let parents = self.readers();
         // Candidates: not fixed, and every option that organizes a value
         // does so for a value with one organization (so the rule never
         // excludes it).
@@ -1804,11 +1865,11 @@ impl<'a> Enumerator<'a> {
             let mut out: Vec<Option<Outcome>> = vec![None; n];
             let mut pick: Vec<Option<u16>> = vec![None; n];
             let mut bad = vec![false; n];
-            loop {
+            sweep_to_fixpoint(n, &parents, |c| {
                 let mut changed = false;
-                for c in 0..n {
+                {
                     if !cand[c] || bad[c] {
-                        continue;
+                        return false;
                     }
                     for j in 0..self.options[c].len() {
                         // What each operand contributes: a candidate's
@@ -1849,10 +1910,8 @@ impl<'a> Enumerator<'a> {
                         changed |= agree(&mut out[c], &mut pick[c], &mut bad[c], o, j);
                     }
                 }
-                if !changed {
-                    break;
-                }
-            }
+                changed
+            });
             if !shrink(&mut cand, &bad, |c| out[c].is_some()) {
                 return (0..n)
                     .map(|c| if cand[c] { pick[c] } else { None })
@@ -4436,9 +4495,10 @@ impl Pass for Compact {
         // the one asked for (warning E0708).
         let mut fallbacks = 0usize;
         let start = Instant::now();
+        let sigs = crate::convert::graph_signatures(m);
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
             let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
-            let g = graph_of(f, m).map_err(|e| fail(cx, e))?;
+            let g = graph_in(f, sigs.clone()).map_err(|e| fail(cx, e))?;
             // A restricted space that leaves a result without a program, or
             // whose every program breaks a rule of the candidate space (it
             // is complete and has no candidate), is abandoned for the whole

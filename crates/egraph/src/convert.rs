@@ -5,6 +5,7 @@
 //! function of value ops again ([`to_func_text`]).
 
 use crate::analysis::{arg_leaf, operand_count, Ctx, Data, EGraph, TypeAnalysis};
+use efir_ir::dialect::Signatures;
 use efir_ir::{Attr, Func, Module, Type};
 use egg::{Id, SymbolLang};
 use std::collections::{BTreeMap, HashMap};
@@ -40,14 +41,22 @@ pub fn value_registry() -> efir_ir::Registry {
     r
 }
 
-fn new_graph(f: &Func, m: &Module) -> Graph {
+/// The signatures an e-graph's type analysis needs: the repair library's
+/// and the module's. Computed once per module and shared by the e-graphs of
+/// all its functions (per function, it made passes quadratic in the number
+/// of functions).
+pub fn graph_signatures(m: &Module) -> Arc<Signatures> {
+    let mut sigs = crate::repairs::library_signatures().clone();
+    sigs.extend(efir_ir::verify::signatures(m));
+    Arc::new(sigs)
+}
+
+fn new_graph(f: &Func, sigs: Arc<Signatures>) -> Graph {
     let params: Vec<(String, Type)> = f
         .params
         .iter()
         .map(|p| (f.value(*p).name.clone(), f.ty(*p).clone()))
         .collect();
-    let mut sigs = efir_ir::verify::signatures(&crate::repairs::library_module());
-    sigs.extend(efir_ir::verify::signatures(m));
     let ctx = Arc::new(Ctx {
         registry: value_registry(),
         sigs,
@@ -95,7 +104,12 @@ fn attr_children(
 
 /// The e-graph of a function of value ops.
 pub fn from_func(f: &Func, m: &Module) -> Result<Graph, String> {
-    let mut g = new_graph(f, m);
+    from_func_in(f, graph_signatures(m))
+}
+
+/// [`from_func`] with the module's [`graph_signatures`].
+pub fn from_func_in(f: &Func, sigs: Arc<Signatures>) -> Result<Graph, String> {
+    let mut g = new_graph(f, sigs);
     let eg = &mut g.egraph;
     let mut ids: HashMap<efir_ir::ValueId, Id> = HashMap::new();
     for (i, p) in f.params.iter().enumerate() {
@@ -114,7 +128,12 @@ pub fn from_func(f: &Func, m: &Module) -> Result<Graph, String> {
 
 /// The e-graph of an `egraph` dialect function.
 pub fn from_egraph_func(f: &Func, m: &Module) -> Result<Graph, String> {
-    let mut g = new_graph(f, m);
+    from_egraph_func_in(f, graph_signatures(m))
+}
+
+/// [`from_egraph_func`] with the module's [`graph_signatures`].
+pub fn from_egraph_func_in(f: &Func, sigs: Arc<Signatures>) -> Result<Graph, String> {
+    let mut g = new_graph(f, sigs);
     let eg = &mut g.egraph;
     let mut classes: HashMap<i64, Id> = HashMap::new();
     let mut pending: Vec<&efir_ir::Op> = f.ops.iter().filter(|o| o.name == "egraph.node").collect();

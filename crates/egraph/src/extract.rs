@@ -5,7 +5,7 @@
 
 use crate::analysis::{Data, EGraph};
 use crate::convert::to_func_text;
-use crate::saturate::{graph_of, lambda_text};
+use crate::saturate::{graph_in, lambda_text};
 use efir_diagnostics::{codes, Diag};
 use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
 use efir_ir::{Dim, Module, Type};
@@ -151,9 +151,10 @@ impl Pass for Extract {
         let (mut text, lambdas) = lambda_text(m, cx.registry);
         let mut total = 0.0;
         let mut used_lib = std::collections::BTreeSet::new();
+        let sigs = crate::convert::graph_signatures(m);
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
             let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
-            let mut g = graph_of(f, m).map_err(|e| fail(cx, e))?;
+            let mut g = graph_in(f, sigs.clone()).map_err(|e| fail(cx, e))?;
             let body = if let Some(path) = &self.target {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| fail(cx, format!("cannot read `{path}`: {e}")))?;

@@ -68,19 +68,33 @@ pub fn library() -> String {
 /// The library as a parsed module (its functions' signatures feed the type
 /// analysis of every e-graph).
 pub fn library_module() -> efir_ir::Module {
-    let (m, d) = efir_ir::parse_and_verify(&library(), &crate::convert::value_registry());
-    debug_assert!(d.is_empty(), "{d:?}");
-    m
+    library_parsed().clone()
+}
+
+/// The library parsed once per process.
+fn library_parsed() -> &'static efir_ir::Module {
+    static LIB: std::sync::OnceLock<efir_ir::Module> = std::sync::OnceLock::new();
+    LIB.get_or_init(|| {
+        let (m, d) = efir_ir::parse_and_verify(&library(), &crate::convert::value_registry());
+        debug_assert!(d.is_empty(), "{d:?}");
+        m
+    })
+}
+
+/// The signatures of the library's functions, computed once per process.
+pub fn library_signatures() -> &'static efir_ir::dialect::Signatures {
+    static SIGS: std::sync::OnceLock<efir_ir::dialect::Signatures> = std::sync::OnceLock::new();
+    SIGS.get_or_init(|| efir_ir::verify::signatures(library_parsed()))
 }
 
 /// The text of the library functions that `names` mentions.
 pub fn used_text(names: &std::collections::BTreeSet<String>) -> String {
-    let lib = library_module();
     let used = efir_ir::Module {
-        funcs: lib
+        funcs: library_parsed()
             .funcs
-            .into_iter()
+            .iter()
             .filter(|f| names.contains(&f.name))
+            .cloned()
             .collect(),
     };
     efir_ir::print_module(

@@ -3,7 +3,7 @@
 //! `egraph` dialect function (which can be saturated further). Functions
 //! that reducers refer to (`@f`, `@h`) are kept as they are.
 
-use crate::convert::{from_egraph_func, from_func, to_egraph_text, Graph};
+use crate::convert::{from_egraph_func_in, from_func_in, graph_signatures, to_egraph_text, Graph};
 use crate::rules::{rules, FAMILIES};
 use efir_diagnostics::{codes, Diag};
 use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
@@ -182,15 +182,32 @@ pub fn run_rules(
     node_limit: usize,
     time_limit: f64,
 ) -> (Graph, Vec<egg::Iteration<()>>, Option<StopReason>) {
-    let defs = rules(families);
-    let rewrites: Vec<_> = defs.iter().map(|r| r.rewrite()).collect();
+    run_rewrites(g, &rewrites(families), iter_limit, node_limit, time_limit)
+}
+
+/// The compiled rewrites of `families` (compiling them per function made a
+/// module of many small functions slow to saturate).
+pub fn rewrites(
+    families: &[&str],
+) -> Vec<egg::Rewrite<egg::SymbolLang, crate::analysis::TypeAnalysis>> {
+    rules(families).iter().map(|r| r.rewrite()).collect()
+}
+
+/// [`run_rules`] with rewrites already compiled ([`rewrites`]).
+pub fn run_rewrites(
+    g: Graph,
+    rewrites: &[egg::Rewrite<egg::SymbolLang, crate::analysis::TypeAnalysis>],
+    iter_limit: usize,
+    node_limit: usize,
+    time_limit: f64,
+) -> (Graph, Vec<egg::Iteration<()>>, Option<StopReason>) {
     let ctx = g.egraph.analysis.ctx.clone();
     let runner: Runner<_, _, ()> = Runner::new(crate::analysis::TypeAnalysis::new(ctx))
         .with_egraph(g.egraph)
         .with_iter_limit(iter_limit)
         .with_node_limit(node_limit)
         .with_time_limit(Duration::from_secs_f64(time_limit))
-        .run(&rewrites);
+        .run(rewrites);
     let mut eg = runner.egraph;
     eg.rebuild();
     let roots = g.roots.iter().map(|r| eg.find(*r)).collect();
@@ -207,10 +224,19 @@ pub fn run_rules(
 
 /// The e-graph of a function, whether it is already an e-graph or not.
 pub fn graph_of(f: &efir_ir::Func, m: &Module) -> Result<Graph, String> {
+    graph_in(f, graph_signatures(m))
+}
+
+/// [`graph_of`] with the module's signatures computed once
+/// ([`graph_signatures`]): what passes use for each function in turn.
+pub fn graph_in(
+    f: &efir_ir::Func,
+    sigs: std::sync::Arc<efir_ir::dialect::Signatures>,
+) -> Result<Graph, String> {
     if f.ops.iter().any(|o| o.name == "egraph.node") {
-        from_egraph_func(f, m)
+        from_egraph_func_in(f, sigs)
     } else {
-        from_func(f, m)
+        from_func_in(f, sigs)
     }
 }
 
@@ -253,10 +279,12 @@ impl Pass for Saturate {
         let mut applied: Map<String, Value> = Map::new();
         let mut stop = "saturated";
         let mut used_lib = BTreeSet::new();
+        let sigs = graph_signatures(m);
+        let rws = rewrites(&fams);
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
-            let g = graph_of(f, m).map_err(|e| func_failed(cx, f, e))?;
+            let g = graph_in(f, sigs.clone()).map_err(|e| func_failed(cx, f, e))?;
             let (g, iters, stop_reason) =
-                run_rules(g, &fams, self.iter_limit, self.node_limit, self.time_limit);
+                run_rewrites(g, &rws, self.iter_limit, self.node_limit, self.time_limit);
             let reason = stop_name(&stop_reason);
             if reason != "saturated" {
                 stop = reason;
