@@ -32,10 +32,13 @@ GATED = (ROOT / "examples" / "small" / "gated_mlp.efir").read_text()
 
 # One program that the Triton lowering refuses (E0801, pinned by
 # lit-tests/Translate/errors.efir too) and one that it accepts.
-MERGE = """func @merge(%x: tensor<2x8xf32>) -> tensor<16xf32> {
-  %y = ew.exp %x : tensor<2x8xf32>
-  %r = tensor.reshape %y : tensor<16xf32>
-  return %r : tensor<16xf32>
+MERGE = """func @merge(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>) -> tensor<8xf32> {
+  %xp = par.partition<1, @k> %x : tensor<2x8xf32, @k: part(1)>
+  %wp = par.partition<0, @k> %w : tensor<8x4xf32, @k: part(0)>
+  %m = tile.matmul %xp, %wp : tensor<2x4xf32, @k: partial(#red.sum)>
+  %r = tensor.reshape %m : tensor<8xf32, @k: partial(#red.sum)>
+  %s = par.reduce<#red.sum, @k> %r : tensor<8xf32>
+  return %s : tensor<8xf32>
 }
 """
 OK = """func @ok(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {

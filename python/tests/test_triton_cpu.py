@@ -266,3 +266,19 @@ def test_names_that_differ_only_in_punctuation_stay_apart(tmp_path):
             assert len(names) == len(set(names)), (node.name, names)
     errs = h.check_module(py, src, fname, tmp_path / "ref")
     assert max(errs) <= TOL
+
+
+def test_split_and_merge_reshapes_of_buffers(tmp_path):
+    """Reshapes that split or merge dims of a buffer, through transposes,
+    are loads at computed offsets: equal to the interpreter under the
+    default, largest and smallest blocks (masks where blocks overhang)."""
+    src = ROOT / "lit-tests" / "Translate" / "triton-views.efir"
+    out = tmp_path / "py"
+    h.sh(h.tool("efir-translate"), "--to-triton", str(src), "--output-dir", str(out))
+    mods = sorted(out.glob("*.py"))
+    assert [p.stem for p in mods] == ["heads", "merge"]
+    for py in mods:
+        mod = h.load_module(py)
+        for config in (None, largest(mod.CONFIG_SPACE), smallest(mod.CONFIG_SPACE)):
+            errs = h.check_module(py, src, py.stem, tmp_path / f"ref_{py.stem}", config=config)
+            assert max(errs) <= TOL, (py.stem, config, errs)

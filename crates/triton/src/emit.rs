@@ -16,6 +16,7 @@ mod fuse;
 mod matmul;
 mod reduce;
 mod slices;
+mod views;
 
 use estimate::estimate_of;
 pub use estimate::{estimate, Estimate};
@@ -888,6 +889,10 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 let nu_r: Vec<usize> = (0..er.len()).filter(|j| er[*j] != Extent::N(1)).collect();
                 if nu_a.len() != nu_r.len() || nu_a.iter().zip(&nu_r).any(|(x, y)| ea[*x] != er[*y])
                 {
+                    // A view of a buffer is loaded through index arithmetic.
+                    if let Some(r) = self.view_load(v, lay) {
+                        return r;
+                    }
                     return Err("a reshape that merges or splits dims inside a kernel".into());
                 }
                 if (0..er.len()).any(|j| er[j] == Extent::N(1) && lay[j].is_some()) {

@@ -287,8 +287,15 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
     // Slices and concatenations read their operands from memory at shifted
     // offsets, so an operand computed by an op (under parallel views and
     // slices of it, whose offsets compose) is stored.
+    // Likewise a reshape that splits or merges dims: its block is loaded
+    // through index arithmetic (see `emit/views.rs`).
     for op in &f.ops {
-        if !matches!(op.name.as_str(), "tensor.slice" | "tensor.concat") {
+        let reads_memory = match op.name.as_str() {
+            "tensor.slice" | "tensor.concat" => true,
+            "tensor.reshape" => splits_or_merges(f, op.operands[0], op.result),
+            _ => false,
+        };
+        if !reads_memory {
             continue;
         }
         for o in &op.operands {
@@ -298,10 +305,13 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
                 if buffer[v.index()] {
                     break;
                 }
-                if matches!(
-                    d.name.as_str(),
-                    "par.partition" | "par.replicate" | "par.combine" | "tensor.slice"
-                ) {
+                let view = match d.name.as_str() {
+                    "par.partition" | "par.replicate" | "par.combine" => true,
+                    "tensor.slice" => op.name != "tensor.reshape",
+                    "tensor.reshape" | "tensor.transpose" => op.name == "tensor.reshape",
+                    _ => false,
+                };
+                if view {
                     v = d.operands[0];
                     continue;
                 }
@@ -631,6 +641,24 @@ fn kernel_of(
 /// block as large as the dim is the untiled form. The last two dims (rows
 /// and columns) get a block-size parameter; leading dims get one program per
 /// index (block 1), so that matmuls inside are plain 2-D `tl.dot`s.
+/// Whether reshaping `a` to `r` splits or merges dims (beyond adding or
+/// dropping dims of extent 1).
+pub(crate) fn splits_or_merges(f: &Func, a: ValueId, r: ValueId) -> bool {
+    let non_unit = |v: ValueId| -> Vec<Dim> {
+        f.ty(v)
+            .as_tensor()
+            .map(|t| {
+                t.shape
+                    .iter()
+                    .filter(|d| **d != Dim::Static(1))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    non_unit(a) != non_unit(r)
+}
+
 /// The extents (1 to 15) of the M, N and K dims of the matmuls computed in
 /// the kernel of `body` (reached from it without crossing a buffer).
 /// `tl.dot` takes blocks of at least 16; a smaller dim (the rows of a batch
