@@ -222,6 +222,40 @@ def import_program(ep, name="main"):
     return "\n".join([header, *b.lines, f"  return {ret_vals} : {ret_types}", "}", ""])
 
 
+def unsupported(node):
+    """Why the importer cannot lower the call `node` of an exported graph
+    (the `ImportError_` message, naming the op and its source line), or None
+    where it can. Asks the importer's own lowering, on stand-ins for the
+    node's operands (their `meta["val"]`); the torch.compile backend's
+    partial compilation uses it to choose what efir compiles."""
+    if node.op != "call_function":
+        return f"`{node.target}` ({node.op}) is not supported at {_where(node)}"
+    b = _Builder()
+
+    def stand_in(n, v):
+        if isinstance(v, (bool, torch.SymBool)):
+            return (f"%{n.name}", (), "i1")
+        if isinstance(v, (int, torch.SymInt)):
+            return (f"%{n.name}", (), "i64")
+        if isinstance(v, (float, torch.SymFloat)):
+            return (f"%{n.name}", (), "f32")
+        if isinstance(v, (tuple, list)):
+            return [stand_in(n, e) if e is not None else None for e in v]
+        if not isinstance(v, torch.Tensor) or v.dtype not in DTYPES or not all(isinstance(d, int) for d in v.shape):
+            raise ImportError_(f"operand `{n.name}` of `{node.target}` ({v!r:.60}) is not supported at {_where(node)}")
+        return (f"%{n.name}", tuple(v.shape), DTYPES[v.dtype])
+
+    try:
+        for n in node.all_input_nodes:
+            b.env[n] = stand_in(n, n.meta.get("val"))
+        _lower(b, node)
+    except ImportError_ as e:
+        return str(e)
+    except Exception as e:  # noqa: BLE001
+        return f"cannot import `{node.target}` ({e}) at {_where(node)}"
+    return None
+
+
 def _int(node, v, what):
     """A static integer argument (a symbolic one is refused)."""
     if isinstance(v, bool) or not isinstance(v, int):
