@@ -7,6 +7,7 @@
 //! semantics ([`eval`]), array kernels the dialects share ([`kernels`]),
 //! inputs ([`inputs`]) and comparison ([`compare`]).
 
+pub mod budget;
 pub mod compare;
 pub mod eval;
 pub mod inputs;

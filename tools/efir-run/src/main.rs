@@ -126,67 +126,6 @@ fn default_tol(f: &efir_ir::Func, precision: Precision) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// `b` bytes for a reader: `512 B`, `3.2 KiB`, ..., `7450.6 GiB`.
-fn human(b: u128) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut x = b as f64;
-    let mut u = 0;
-    while x >= 1024.0 && u + 1 < units.len() {
-        x /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{x:.1} {}", units[u])
-    }
-}
-
-/// Refuse `f` where its values could take more than `budget` bytes: the
-/// interpreter keeps every value (8 bytes an element; a dim of tiles
-/// counts as many as the largest extent of the function).
-fn check_memory(f: &efir_ir::Func, budget: u128) -> Result<(), String> {
-    let mut widest: u128 = 1;
-    for v in &f.values {
-        for l in v.ty.leaves() {
-            for d in &l.shape {
-                if let efir_ir::Dim::Static(n) = d {
-                    widest = widest.max(*n as u128);
-                }
-            }
-        }
-    }
-    let mut total: u128 = 0;
-    let mut big: (u128, String) = (0, String::new());
-    for v in &f.values {
-        let mut bytes: u128 = 0;
-        for l in v.ty.leaves() {
-            let n = l.shape.iter().fold(8u128, |acc, d| {
-                acc.saturating_mul(match d {
-                    efir_ir::Dim::Static(n) => *n as u128,
-                    efir_ir::Dim::Axis(_) => widest,
-                })
-            });
-            bytes = bytes.saturating_add(n);
-        }
-        if bytes > big.0 {
-            big = (bytes, format!("%{} ({})", v.name, v.ty));
-        }
-        total = total.saturating_add(bytes);
-    }
-    if total > budget {
-        return Err(format!(
-            "`@{}` could need {} for its values, more than the {} allowed (--max-memory); the largest is {}, {}",
-            f.name,
-            human(total),
-            human(budget),
-            big.1,
-            human(big.0)
-        ));
-    }
-    Ok(())
-}
-
 fn main() -> ExitCode {
     // Usage errors exit 2, with the nearest flag for a mistyped one.
     let cli: Cli = match efir_driver::usage::parse(std::env::args(), &[]) {
@@ -274,7 +213,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
             let g = m
                 .func(&func)
                 .ok_or_else(|| format!("no function `@{func}` in `{}`", file.display()))?;
-            check_memory(g, budget)?;
+            efir_interp::budget::check_memory(m, g, budget)?;
         }
         let tol = match cli.tol {
             Some(t) if t.is_finite() && t >= 0.0 => t,
@@ -337,7 +276,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
             names.join(", ")
         )
     })?;
-    check_memory(f, cli.max_memory.unwrap_or_else(default_memory))?;
+    efir_interp::budget::check_memory(&m, f, cli.max_memory.unwrap_or_else(default_memory))?;
     let dist = if cli.dist == "uniform" {
         Dist::Uniform
     } else {
