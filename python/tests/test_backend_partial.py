@@ -178,7 +178,7 @@ def test_a_fully_unsupported_graph_falls_back_with_one_warning(calls):
 
 class FailingPart(torch.nn.Module):
     """An MLP, a cumsum, then a part that imports but has no Triton
-    lowering (a slice, then a reshape that merges dims: E0801)."""
+    lowering (one of its results is its input unchanged: E0801)."""
 
     def __init__(self):
         super().__init__()
@@ -186,7 +186,8 @@ class FailingPart(torch.nn.Module):
 
     def forward(self, x):
         h = torch.cumsum(torch.relu(self.a(x)), dim=-1)
-        return torch.exp(h[:, 1:] * 0.5).reshape(-1)
+        g = h.clone()
+        return torch.exp(g * 0.5), g
 
 
 def test_a_part_that_fails_to_compile_stays_pytorch(calls):
@@ -205,7 +206,8 @@ def test_a_part_that_fails_to_compile_stays_pytorch(calls):
     assert any("exp" in str(n.target) for n in bad.graph.nodes), bad.graph
     assert calls["runs"] == 1
     with torch.no_grad():
-        assert rel(y, m(x)) <= 1e-2
+        ref = m(x)
+    assert all(rel(a, b) <= 1e-2 for a, b in zip(y, ref))
 
 
 def test_unknown_backend_option_is_refused():

@@ -100,16 +100,30 @@ def test_torch_compile_falls_back_with_one_warning():
 
 
 class Flatten(torch.nn.Module):
-    """A slice, then a reshape that merges dims: no candidate has a Triton
-    lowering (E0801)."""
+    """A result that is an input unchanged (a copy): no candidate has a
+    Triton lowering (E0801)."""
 
     def forward(self, x):
-        return torch.exp(x[:, 1:]).reshape(-1)
+        return x.clone(), torch.exp(x)
 
 
 def test_a_program_without_triton_lowering_is_a_compile_error(tmp_path):
-    with pytest.raises(efir.CompileError, match=r"^efir-translate.* failed: .*warning\[E0801\]: cannot lower `@program\.c0` to Triton: .*a reshape that merges or splits dims inside a kernel"):
+    with pytest.raises(efir.CompileError, match=r"^efir-translate.* failed: .*warning\[E0801\]: cannot lower `@program\.c0` to Triton: a parameter returned as a result is not supported"):
         efir.compile(Flatten(), (torch.randn(2, 8),), quiet=True, workdir=tmp_path)
+
+
+class SplitMerge(torch.nn.Module):
+    """A slice, then a reshape that merges dims, then one that splits them:
+    loads at computed offsets (they were E0801 before)."""
+
+    def forward(self, x):
+        return torch.exp(x[:, 1:]).reshape(-1).reshape(7, 2) * 2.0
+
+
+def test_split_and_merge_reshapes_compile(tmp_path):
+    x = torch.randn(2, 8)
+    f = efir.compile(SplitMerge(), (x,), quiet=True, workdir=tmp_path)
+    assert torch.allclose(f(x), SplitMerge()(x), rtol=1e-4, atol=1e-5)
 
 
 def test_torch_compile_falls_back_when_triton_cannot_lower():
@@ -119,8 +133,8 @@ def test_torch_compile_falls_back_when_triton_cannot_lower():
         warnings.simplefilter("always")
         out = torch.compile(Flatten(), backend="efir")(x)
     msgs = [str(x.message) for x in w if "falling back" in str(x.message)]
-    assert len(msgs) == 1 and "E0801" in msgs[0] and "reshape that merges" in msgs[0], msgs
-    assert torch.allclose(out, torch.exp(x[:, 1:]).reshape(-1))
+    assert len(msgs) == 1 and "E0801" in msgs[0] and "parameter returned as a result" in msgs[0], msgs
+    assert torch.equal(out[0], x) and torch.allclose(out[1], torch.exp(x))
 
 
 # Quiet success: the small workloads compile with every warning an error
