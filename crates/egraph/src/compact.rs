@@ -221,24 +221,19 @@ fn view_mask(
         return None;
     }
     let n = ids.len();
+    let parents = readers_of(kids);
     let mut matmul = vec![false; n];
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for c in 0..n {
-            if matmul[c] {
-                continue;
-            }
-            let needs = options[c].iter().zip(&kids[c]).any(|(o, ks)| {
-                matches!(o.op.as_str(), "tile.matmul" | "tensor.matmul")
-                    || ks.iter().any(|k| matmul[*k as usize])
-            });
-            if needs {
-                matmul[c] = true;
-                changed = true;
-            }
+    sweep_to_fixpoint(n, &parents, |c| {
+        if matmul[c] {
+            return false;
         }
-    }
+        let needs = options[c].iter().zip(&kids[c]).any(|(o, ks)| {
+            matches!(o.op.as_str(), "tile.matmul" | "tensor.matmul")
+                || ks.iter().any(|k| matmul[*k as usize])
+        });
+        matmul[c] = needs;
+        needs
+    });
     // How many axes of a leaf of the class's type are replicated, and how
     // many are not (partitioned or partial).
     let axes = |c: usize| -> Vec<(usize, usize)> {
@@ -293,19 +288,13 @@ fn view_mask(
     // and no option that reads another class: a class left with options
     // that only lead back to itself has no program either.
     let mut buildable = vec![false; n];
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for c in 0..n {
-            if !buildable[c]
-                && (0..kids[c].len())
-                    .any(|j| keep[c][j] && kids[c][j].iter().all(|k| buildable[*k as usize]))
-            {
-                buildable[c] = true;
-                changed = true;
-            }
-        }
-    }
+    sweep_to_fixpoint(n, &parents, |c| {
+        let now = !buildable[c]
+            && (0..kids[c].len())
+                .any(|j| keep[c][j] && kids[c][j].iter().all(|k| buildable[*k as usize]));
+        buildable[c] |= now;
+        now
+    });
     for c in 0..n {
         for (j, ks) in kids[c].iter().enumerate() {
             if ks.iter().any(|k| !buildable[*k as usize]) {
@@ -481,6 +470,23 @@ fn agree<T: PartialEq>(
         }
         Some(_) => false,
     }
+}
+
+/// The classes that read each class, given each class's options' operands
+/// (`kids[c][j]`), each reader once.
+fn readers_of(kids: &[Vec<Vec<u32>>]) -> Vec<Vec<u32>> {
+    let mut out: Vec<Vec<u32>> = vec![Vec::new(); kids.len()];
+    for (c, opts) in kids.iter().enumerate() {
+        for ks in opts {
+            for &k in ks {
+                let r = &mut out[k as usize];
+                if r.last() != Some(&(c as u32)) {
+                    r.push(c as u32);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Run `eval` over classes `0..n` to a fixed point with the result of
@@ -1622,18 +1628,7 @@ impl<'a> Enumerator<'a> {
     /// The classes that read each class (an option has it as an operand),
     /// each once.
     fn readers(&self) -> Vec<Vec<u32>> {
-        let mut out: Vec<Vec<u32>> = vec![Vec::new(); self.ids.len()];
-        for (c, opts) in self.kids.iter().enumerate() {
-            for kids in opts {
-                for &k in kids {
-                    let r = &mut out[k as usize];
-                    if r.last() != Some(&(c as u32)) {
-                        r.push(c as u32);
-                    }
-                }
-            }
-        }
-        out
+        readers_of(&self.kids)
     }
 
     /// Every field of the tuple-typed class `c`, as bits.
@@ -4497,6 +4492,10 @@ impl Pass for Compact {
         let start = Instant::now();
         let sigs = crate::convert::graph_signatures(m);
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
+            // The time limit counts from here: building the e-graph and the
+            // enumerator of a long chain took 0.2 s before the enumeration's
+            // own clock started (issue 30).
+            let f_start = Instant::now();
             let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
             let g = graph_in(f, sigs.clone()).map_err(|e| fail(cx, e))?;
             // A restricted space that leaves a result without a program, or
@@ -4535,10 +4534,11 @@ impl Pass for Compact {
                 if watched {
                     en.progress = Some(f.name.clone());
                 }
+                let left = (self.time_limit - f_start.elapsed().as_secs_f64()).max(1e-3);
                 en.run_sketched(
                     self.mode,
                     self.max_candidates,
-                    self.time_limit,
+                    left,
                     self.max_states,
                     self.threads,
                     self.sketch,

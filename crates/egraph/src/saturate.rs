@@ -203,6 +203,11 @@ pub fn run_rewrites(
 ) -> (Graph, Vec<egg::Iteration<()>>, Option<StopReason>) {
     let ctx = g.egraph.analysis.ctx.clone();
     let runner: Runner<_, _, ()> = Runner::new(crate::analysis::TypeAnalysis::new(ctx))
+        .with_scheduler(Deadline {
+            inner: egg::BackoffScheduler::default(),
+            start: std::time::Instant::now(),
+            limit: time_limit,
+        })
         .with_egraph(g.egraph)
         .with_iter_limit(iter_limit)
         .with_node_limit(node_limit)
@@ -220,6 +225,74 @@ pub fn run_rewrites(
         runner.iterations,
         runner.stop_reason,
     )
+}
+
+/// Seconds per e-node that the pass spends after the runner: writing the
+/// e-graph as text, then parsing and verifying it (about 25 us in a release
+/// build on `attn_prefill.efir`; measured by `bench --bin limits`).
+const TAIL_SECS_PER_NODE: f64 = 30e-6;
+
+/// egg's default scheduler (backoff) that also stops the search of an
+/// iteration, before each rule, once the time spent plus the time to write
+/// out and read back an e-graph of the current size would pass the limit:
+/// egg checks its own limit only after each rule, and the pass's work after
+/// the runner made `--saturate` overshoot its limit by 0.27 s (issue 30).
+struct Deadline {
+    inner: egg::BackoffScheduler,
+    start: std::time::Instant,
+    limit: f64,
+}
+
+type Lang = egg::SymbolLang;
+type An = crate::analysis::TypeAnalysis;
+
+impl egg::RewriteScheduler<Lang, An> for Deadline {
+    fn can_stop(&mut self, iteration: usize) -> bool {
+        <egg::BackoffScheduler as egg::RewriteScheduler<Lang, An>>::can_stop(
+            &mut self.inner,
+            iteration,
+        )
+    }
+
+    fn search_rewrite<'a>(
+        &mut self,
+        iteration: usize,
+        egraph: &egg::EGraph<Lang, An>,
+        rewrite: &'a egg::Rewrite<Lang, An>,
+    ) -> Vec<egg::SearchMatches<'a, Lang>> {
+        self.inner.search_rewrite(iteration, egraph, rewrite)
+    }
+
+    fn search_rewrites<'a>(
+        &mut self,
+        iteration: usize,
+        egraph: &egg::EGraph<Lang, An>,
+        rewrites: &[&'a egg::Rewrite<Lang, An>],
+        limits: &egg::RunnerLimits,
+    ) -> egg::RunnerResult<Vec<Vec<egg::SearchMatches<'a, Lang>>>> {
+        let mut matches = Vec::new();
+        for rw in rewrites {
+            let projected = self.start.elapsed().as_secs_f64()
+                + TAIL_SECS_PER_NODE * egraph.total_size() as f64;
+            if projected > self.limit {
+                return Err(StopReason::TimeLimit(projected));
+            }
+            matches.push(self.search_rewrite(iteration, egraph, rw));
+            limits.check_limits(iteration, egraph)?;
+        }
+        Ok(matches)
+    }
+
+    fn apply_rewrite(
+        &mut self,
+        iteration: usize,
+        egraph: &mut egg::EGraph<Lang, An>,
+        rewrite: &egg::Rewrite<Lang, An>,
+        matches: Vec<egg::SearchMatches<Lang>>,
+    ) -> usize {
+        self.inner
+            .apply_rewrite(iteration, egraph, rewrite, matches)
+    }
 }
 
 /// The e-graph of a function, whether it is already an e-graph or not.
