@@ -983,6 +983,27 @@ struct Shared {
     arena_words: AtomicUsize,
     /// Whether a complete program was left when the limit was reached.
     left: AtomicBool,
+    /// E-nodes chosen by the candidates found: what the pass still has to
+    /// write out and read back after the enumeration (see [`TAIL_SECS_PER_NODE`]).
+    nodes: AtomicUsize,
+}
+
+/// Seconds per e-node of a candidate that the pass spends after the
+/// enumeration (writing the candidates as functions, then parsing and
+/// verifying them; 12 to 17 us per candidate op in a release build on
+/// `attn_prefill.efir` and `rmsnorm_mlp.efir`, see `bench --bin limits`;
+/// a candidate chooses somewhat more e-nodes than it has ops). The time
+/// limit is checked against the time
+/// spent plus this for the candidates found.
+const TAIL_SECS_PER_NODE: f64 = 12e-6;
+
+impl Shared {
+    /// Whether the time spent since `start`, plus the time to write out the
+    /// candidates found, is past `limit`.
+    fn past(&self, start: Instant, limit: Duration) -> bool {
+        let tail = TAIL_SECS_PER_NODE * self.nodes.load(Ordering::Relaxed) as f64;
+        start.elapsed().as_secs_f64() + tail > limit.as_secs_f64()
+    }
 }
 
 /// Shards of the record.
@@ -998,6 +1019,7 @@ impl Shared {
             max_candidates,
             arena_words: AtomicUsize::new(0),
             left: AtomicBool::new(false),
+            nodes: AtomicUsize::new(found.candidates.iter().map(HashMap::len).sum()),
         };
         for k in &found.keys {
             shared.record(*k).complete.insert(*k);
@@ -3166,7 +3188,9 @@ impl<'a> Enumerator<'a> {
         record.complete.insert(key);
         out.complete_programs += 1;
         if fresh || mode == Mode::None {
-            out.candidates.push(self.chosen(t));
+            let c = self.chosen(t);
+            shared.nodes.fetch_add(c.len(), Ordering::Relaxed);
+            out.candidates.push(c);
             out.keys.push(key);
             if out.candidates.len() >= shared.max_candidates {
                 out.stopped_by = Some("max-candidates");
@@ -3509,7 +3533,7 @@ impl<'a> Enumerator<'a> {
                 }
                 let why = if n.expanded >= max_states {
                     Some("max-states")
-                } else if start.elapsed() > limit {
+                } else if shared.past(start, limit) {
                     Some("time-limit")
                 } else {
                     None
@@ -3636,7 +3660,7 @@ impl<'a> Enumerator<'a> {
             counted = n.expanded;
             let why = if total >= max_states {
                 Some("max-states")
-            } else if pops.is_multiple_of(64) && start.elapsed() > limit {
+            } else if pops.is_multiple_of(64) && shared.past(start, limit) {
                 Some("time-limit")
             } else {
                 None
