@@ -456,8 +456,10 @@ proptest! {
     }
 }
 
-/// Distinct names give distinct Python identifiers, valid once prefixed; every module translated from generated programs compiles
-/// and defines each global once (checked by one `python3` run).
+/// Distinct names give distinct Python identifiers, valid once prefixed;
+/// every module translated from generated programs compiles, defines each
+/// global once and imports without side effects (with stand-ins for torch
+/// and triton that record calls; checked by one `python3` run).
 #[test]
 fn generated_python_parses_with_unique_identifiers() {
     use proptest::strategy::ValueTree;
@@ -529,6 +531,37 @@ for path in files:
             if n in seen:
                 bad.append(path + ": `" + n + "` defined twice")
             seen.add(n)
+    # Importing runs nothing but definitions: with stand-ins for torch and
+    # triton that record every call, only `triton.jit` is called.
+    calls = []
+    class Stub:
+        def __init__(self, name):
+            self._name = name
+        def __getattr__(self, attr):
+            return Stub(self._name + "." + attr)
+        def __call__(self, *args, **kwargs):
+            calls.append(self._name)
+            if self._name == "triton.jit" and len(args) == 1 and callable(args[0]):
+                return args[0]
+            return Stub(self._name + "()")
+        def __getitem__(self, key):
+            return Stub(self._name + "[]")
+    saved = {k: sys.modules.get(k) for k in ("torch", "triton", "triton.language")}
+    triton = Stub("triton")
+    sys.modules.update({"torch": Stub("torch"), "triton": triton, "triton.language": triton.language})
+    try:
+        exec(compile(src, path, "exec"), {"__name__": "efir_fuzz_module"})
+    except Exception as e:
+        bad.append(path + ": import raised " + repr(e))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+    others = [c for c in calls if c != "triton.jit"]
+    if others:
+        bad.append(path + ": import calls " + ", ".join(sorted(set(others))))
 print(len(files), "modules")
 if bad:
     print("\n".join(bad))
