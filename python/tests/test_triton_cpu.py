@@ -276,7 +276,7 @@ def test_split_and_merge_reshapes_of_buffers(tmp_path):
     out = tmp_path / "py"
     h.sh(h.tool("efir-translate"), "--to-triton", str(src), "--output-dir", str(out))
     mods = sorted(out.glob("*.py"))
-    assert [p.stem for p in mods] == ["heads", "merge"]
+    assert [p.stem for p in mods] == ["flat", "heads", "merge"]
     for py in mods:
         mod = h.load_module(py)
         for config in (None, largest(mod.CONFIG_SPACE), smallest(mod.CONFIG_SPACE)):

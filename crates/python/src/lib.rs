@@ -402,7 +402,16 @@ mod tests {
 
     #[test]
     fn translation_failures_name_the_program() {
-        let src = "func @merge(%x: tensor<2x8xf32>) -> tensor<16xf32> {\n  %y = ew.exp %x : tensor<2x8xf32>\n  %r = tensor.reshape %y : tensor<16xf32>\n  return %r : tensor<16xf32>\n}\n";
+        // A reshape of partial results reads them from memory: E0801.
+        let src = "func @merge(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>) -> tensor<8xf32> {
+  %xp = par.partition<1, @k> %x : tensor<2x8xf32, @k: part(1)>
+  %wp = par.partition<0, @k> %w : tensor<8x4xf32, @k: part(0)>
+  %m = tile.matmul %xp, %wp : tensor<2x4xf32, @k: partial(#red.sum)>
+  %r = tensor.reshape %m : tensor<8xf32, @k: partial(#red.sum)>
+  %s = par.reduce<#red.sum, @k> %r : tensor<8xf32>
+  return %s : tensor<8xf32>
+}
+";
         let f = translate(src, "m.efir", &TritonOptions::default()).unwrap_err();
         assert_eq!(f.code(), Some("E0801"));
         assert!(
@@ -421,13 +430,13 @@ mod tests {
             "{}",
             f.message
         );
-        let ok = src
-            .replace(
-                "tensor.reshape %y : tensor<16xf32>",
-                "ew.neg %y : tensor<2x8xf32>",
-            )
-            .replace("tensor<16xf32>", "tensor<2x8xf32>");
-        let done = translate(&ok, "m.efir", &TritonOptions::default()).unwrap();
+        let ok = "func @merge(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %y = ew.exp %x : tensor<2x8xf32>
+  %r = ew.neg %y : tensor<2x8xf32>
+  return %r : tensor<2x8xf32>
+}
+";
+        let done = translate(ok, "m.efir", &TritonOptions::default()).unwrap();
         assert_eq!(done.value.len(), 1);
         assert_eq!(done.value[0].0, "merge");
         assert!(

@@ -22,9 +22,10 @@ impl KernelEmitter<'_, '_> {
         let t = f.ty(v).as_tensor()?.clone();
         let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
         // The chain down to a buffer, checked before anything is emitted.
+        // (`v` itself may be a buffer: the kernel's own result.)
         let mut chain = Vec::new();
         let mut x = v;
-        while !self.p.buffer[x.index()] {
+        while x == v || !self.p.buffer[x.index()] {
             let op = &f.ops[self.p.def[x.index()]?];
             if !matches!(
                 op.name.as_str(),
