@@ -268,10 +268,10 @@ def test_pipeline_error_is_compile_error_with_diagnostic(tmp_path, monkeypatch):
 
 @needs_torch
 def test_unlowerable_program_is_compile_error(tmp_path):
-    # Every candidate of exp-then-flatten needs a reshape inside a kernel,
-    # which the Triton lowering refuses (E0801).
+    # Every candidate returns an input unchanged (a copy), which the Triton
+    # lowering refuses (E0801).
     with pytest.raises(efir.CompileError) as ei:
-        efir.compile(lambda x: torch.exp(x).reshape(16), (torch.randn(2, 8),), quiet=True, workdir=tmp_path)
+        efir.compile(lambda x: (x.clone(), torch.exp(x)), (torch.randn(2, 8),), quiet=True, workdir=tmp_path)
     e = ei.value
     assert e.code == "E0801"
     assert "could be lowered to Triton" in str(e).splitlines()[0]
