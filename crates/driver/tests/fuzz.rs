@@ -174,7 +174,10 @@ fn exercise(text: &str) {
     );
     // Saturation takes programs of values: a module that launches kernels
     // (the kernel dialect, after --lower-to-kernels) is refused cleanly.
-    if m.funcs.iter().any(|f| f.ops.iter().any(|o| o.name == "kernel.launch")) {
+    if m.funcs
+        .iter()
+        .any(|f| f.ops.iter().any(|o| o.name == "kernel.launch"))
+    {
         return;
     }
     // Saturation (bounded) and extraction must work on every valid module.
