@@ -62,11 +62,9 @@ def main(argv=None):
     if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
         m = obj()
     else:
-        class Wrap(torch.nn.Module):
-            def forward(self, *xs):
-                return obj(*xs)
+        from .compile import as_module
 
-        m = Wrap()
+        m = as_module(obj)
     inputs = tuple(_example(s) for s in args.example_shapes)
     try:
         ep = torch.export.export(m, inputs)

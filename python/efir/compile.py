@@ -265,6 +265,34 @@ def _stage(name, quiet, stages, fn):
     return out
 
 
+def as_module(fn):
+    """A torch.nn.Module calling function `fn`, whose forward takes `fn`'s
+    positional parameters by name, so that the exported program (and the
+    .efir) names its inputs as the user did (`%x`, not `%xs_0`); a function
+    with `*args` or without a readable signature takes `*xs`."""
+    import inspect
+    import keyword
+
+    try:
+        ps = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        ps = None
+    plain = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = [p.name for p in ps or []]
+    if ps and all(p.kind in plain and p.default is p.empty for p in ps) and all(n.isidentifier() and not keyword.iskeyword(n) and n not in ("self", "_fn") for n in names):
+        # (names are identifiers, checked above: nothing else reaches the code)
+        args = ", ".join(names)
+        ns = {"_fn": fn}
+        exec(f"def forward(self, {args}):\n    return _fn({args})\n", ns)  # noqa: S102
+        forward = ns["forward"]
+    else:
+
+        def forward(self, *xs):
+            return fn(*xs)
+
+    return type("Function", (torch.nn.Module,), {"forward": forward})()
+
+
 DEFAULT_TUNE_S = 30.0
 _cpu_noted = []
 
@@ -313,16 +341,7 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
     `.stats` (`{"stages": seconds per stage, "diagnostics": routine
     warnings such as E0706, a limit reached}`), `.module`, `.source` and
     `.workdir`."""
-    if isinstance(fn_or_module, torch.nn.Module):
-        module = fn_or_module
-    else:
-        fn = fn_or_module
-
-        class _Wrap(torch.nn.Module):
-            def forward(self, *xs):
-                return fn(*xs)
-
-        module = _Wrap()
+    module = fn_or_module if isinstance(fn_or_module, torch.nn.Module) else as_module(fn_or_module)
     inputs = tuple(example_inputs)
     _check_dtypes(module, inputs)
     keep = keep_workdir or workdir is not None

@@ -262,3 +262,18 @@ def test_compile_tunes_against_eager_outputs(monkeypatch, tmp_path):
     with torch.no_grad():
         ref = m.double()(*(x.double() for x in fresh))
     assert rel(out, ref) < 1e-2
+
+
+def test_a_function_s_inputs_keep_their_names(tmp_path):
+    def scaled(x, gain):
+        return torch.exp(x) * gain
+
+    xs = (torch.randn(2, 8), torch.randn(2, 8))
+    f = efir.compile(scaled, xs, quiet=True, workdir=tmp_path)
+    text = (tmp_path / "program.efir").read_text()
+    assert "%x: tensor<2x8xf32>" in text and "%gain: tensor<2x8xf32>" in text, text
+    assert torch.allclose(f(*xs), scaled(*xs), rtol=1e-4, atol=1e-6)
+    # *args (and lambdas with defaults) keep positional names
+    g = efir.compile(lambda *a: a[0] + a[1], xs, quiet=True, workdir=tmp_path / "g")
+    assert "%xs_0" in (tmp_path / "g" / "program.efir").read_text()
+    assert torch.allclose(g(*xs), xs[0] + xs[1])
