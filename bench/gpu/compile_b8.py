@@ -62,6 +62,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--candidates", type=int, default=8)
     ap.add_argument("--only", default="")
+    ap.add_argument("--tune", type=float, default=0.0, help="seconds of schedule tuning per workload (efir.compile's tune=; 0: the static estimate chooses)")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(0)
@@ -78,7 +79,7 @@ def main():
             mod32 = copy.deepcopy(mod16).float()
             t0 = time.time()
             ex = tuple(x.half() for x in inputs())
-            fn = efir.compile(mod16, ex, candidates=args.candidates, quiet=True)
+            fn = efir.compile(mod16, ex, candidates=args.candidates, quiet=True, tune=args.tune)
             rec["compile_s"] = round(time.time() - t0, 2)
             rec["kernels"] = fn.module.ESTIMATE["kernels"]
             errs = []
