@@ -286,11 +286,9 @@ impl KernelEmitter<'_, '_> {
             let info = self.dots.get(&self.resolve(dv))?.clone();
             Some((info, sv.clone()))
         })?;
-        let ro = info.r - 1;
-        let (mo, no) = (info.m, if info.n > info.d { info.n - 1 } else { info.n });
+        let (ro, no) = info.out_dims();
         let us = self.units(&scale, ro);
-        let ua = self.units(acc, ro);
-        if us.len() != ro || !us[no] || ua[mo] || ua[no] {
+        if us.len() != ro || !us[no] || !self.whole_for(acc, &info) {
             return None;
         }
         // f16 operands stay within f16's range only under a scale of at
@@ -303,14 +301,13 @@ impl KernelEmitter<'_, '_> {
         {
             return None;
         }
-        let (sm, sk, sn) = info.sizes.clone();
+        let (sm, sk, _) = info.sizes.clone();
         // The scale as a block of the product's rank (a unit summed dim).
         let idx: Vec<&str> = (0..info.r)
             .map(|j| if j == info.d { "None" } else { ":" })
             .collect();
         let sc = format!("({scale})[{}]", idx.join(", "));
         let ap = self.fresh("a");
-        let v = self.fresh("m");
         self.line(
             depth,
             format!(
@@ -318,39 +315,39 @@ impl KernelEmitter<'_, '_> {
                 info.a, info.ty
             ),
         );
-        self.line(
-            depth,
-            format!("if ({sm} >= 16) and ({sk} >= 16) and ({sn} >= 16):"),
-        );
-        self.line(
-            depth,
-            format!(
-                "    {v} = tl.reshape(tl.dot({ap}, {}, tl.reshape({acc}, [{sm}, {sn}])), {})",
-                info.b2, info.shape
-            ),
-        );
-        self.line(depth, "else:".into());
-        self.line(
-            depth,
-            format!(
-                "    {v} = {acc} + tl.sum({}, axis={}) * ({scale})",
-                info.prod, info.d
-            ),
-        );
-        Some(v)
+        let small = format!("tl.sum({}, axis={}) * ({scale})", info.prod, info.d);
+        Some(self.dot_into_lines(acc, &info, &ap, &small, depth))
     }
 
     /// `acc + A @ B` as one `tl.dot` into the accumulator, for a matrix
     /// product `info` (the unscaled update of a rebased online softmax).
     fn dot_into(&mut self, acc: &str, info: &DotInfo, depth: usize) -> Option<String> {
-        let ro = info.r - 1;
-        let (mo, no) = (info.m, if info.n > info.d { info.n - 1 } else { info.n });
-        let ua = self.units(acc, ro);
-        if ua.len() != ro || ua[mo] || ua[no] {
+        if !self.whole_for(acc, info) {
             return None;
         }
-        let (sm, _, sn) = info.sizes.clone();
-        let sk = &info.sizes.1;
+        let small = format!("tl.sum({}, axis={})", info.prod, info.d);
+        Some(self.dot_into_lines(acc, info, &info.a2, &small, depth))
+    }
+
+    /// Whether accumulator `acc` holds every element of the product's rows
+    /// and columns (a `tl.dot` can add into it).
+    fn whole_for(&self, acc: &str, info: &DotInfo) -> bool {
+        let (ro, no) = info.out_dims();
+        let ua = self.units(acc, ro);
+        ua.len() == ro && !ua[info.m] && !ua[no]
+    }
+
+    /// `m = acc + a @ B` (B the product's right matrix) as one `tl.dot` into
+    /// `acc` on blocks of at least 16, else `acc + small`; the variable.
+    fn dot_into_lines(
+        &mut self,
+        acc: &str,
+        info: &DotInfo,
+        a: &str,
+        small: &str,
+        depth: usize,
+    ) -> String {
+        let (sm, sk, sn) = info.sizes.clone();
         let v = self.fresh("m");
         self.line(
             depth,
@@ -359,16 +356,24 @@ impl KernelEmitter<'_, '_> {
         self.line(
             depth,
             format!(
-                "    {v} = tl.reshape(tl.dot({}, {}, tl.reshape({acc}, [{sm}, {sn}])), {})",
-                info.a2, info.b2, info.shape
+                "    {v} = tl.reshape(tl.dot({a}, {}, tl.reshape({acc}, [{sm}, {sn}])), {})",
+                info.b2, info.shape
             ),
         );
         self.line(depth, "else:".into());
-        self.line(
-            depth,
-            format!("    {v} = {acc} + tl.sum({}, axis={})", info.prod, info.d),
-        );
-        Some(v)
+        self.line(depth, format!("    {v} = {acc} + {small}"));
+        v
+    }
+}
+
+impl DotInfo {
+    /// The rank of the product's result and its column dim there (the
+    /// summed dim gone; rows keep their index, being before it).
+    fn out_dims(&self) -> (usize, usize) {
+        (
+            self.r - 1,
+            if self.n > self.d { self.n - 1 } else { self.n },
+        )
     }
 }
 
