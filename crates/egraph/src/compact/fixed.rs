@@ -1,0 +1,332 @@
+use super::fixpoint::{agree, readers_of, shrink, sweep_to_fixpoint};
+use super::index::Enumerator;
+use super::kinds::Kind;
+use std::collections::HashMap;
+
+/// The outcome of a realization in [`Enumerator::frontier_fixed`]:
+/// whether it ends a pointwise region, and its symbolic key.
+pub(super) type Outcome = (bool, u64);
+
+/// Symbolic keys over frontier classes, interned, with the inputs of the
+/// regions among them.
+#[derive(Default)]
+pub(super) struct Terms {
+    pub(super) ids: HashMap<Vec<u64>, u64>,
+    pub(super) inputs: Vec<Vec<u64>>,
+}
+
+impl Terms {
+    pub(super) fn get(&mut self, v: Vec<u64>, inputs: Option<Vec<u64>>) -> u64 {
+        let n = self.ids.len() as u64;
+        let id = *self.ids.entry(v).or_insert(n);
+        if id == n {
+            self.inputs.push(inputs.unwrap_or_default());
+        }
+        id
+    }
+
+    pub(super) fn inputs(&self, t: u64) -> &[u64] {
+        &self.inputs[t as usize]
+    }
+}
+
+/// The key of a fixed class, and the inputs of the region it ends, if any.
+pub(super) type FixedKey = Option<(u32, Option<Vec<u32>>)>;
+
+impl<'a> Enumerator<'a> {
+    /// The classes that read each class (an option has it as an operand),
+    /// each once.
+    pub(super) fn readers(&self) -> Vec<Vec<u32>> {
+        readers_of(&self.kids)
+    }
+
+    /// The classes whose every realization gives the same canonical key and
+    /// the option `early` uses for each (`None` elsewhere). A class is fixed
+    /// when every option is a parameter, a constant, a view or a pointwise
+    /// op over fixed classes (a `par.combine` of a fixed class into a whole
+    /// buffer is never a candidate unless its key is a result's, which needs
+    /// a result of the same value; see [`Enumerator::canon_parts`]), no
+    /// e-class of its value is computed by
+    /// another kind of op, and all its realizable options give one key.
+    ///
+    /// Why `early` may fix them (no class is lost): take any candidate and
+    /// replace the choice of every fixed class by its fixed option. Fixed
+    /// classes only reference fixed classes, and the fixed options are
+    /// acyclic (each was chosen when its operands already had keys), so the
+    /// result is acyclic; keys of fixed classes do not change, so neither
+    /// does any other key, and the one-organization rule still holds (a
+    /// fixed class's value has no other kind of producer). And a completion
+    /// never has a choice to make for a fixed class, so whether one is
+    /// resolved yet is not context.
+    pub(super) fn fixed_options(&mut self) -> (Vec<Option<u16>>, Vec<FixedKey>) {
+        let n = self.ids.len();
+        let parents = self.readers();
+        let mut other_op = vec![false; n];
+        for c in 0..n {
+            for j in 0..self.options[c].len() {
+                if matches!(self.kind[c][j], Kind::Op(_) | Kind::Loop(_)) && !self.leaf[c][j] {
+                    other_op[self.value[c] as usize] = true;
+                }
+            }
+        }
+        let mut cand: Vec<bool> = (0..n).map(|c| !other_op[self.value[c] as usize]).collect();
+        let mut result_value = vec![false; n];
+        for r in &self.roots {
+            result_value[self.kvalue[*r as usize] as usize] = true;
+        }
+        loop {
+            // Greatest set closed under "every option is a leaf, a view or
+            // pointwise over candidates (or an invalid materialization)".
+            sweep_to_fixpoint(n, &parents, |c| {
+                if !cand[c] {
+                    return false;
+                }
+                {
+                    let ok = (0..self.options[c].len()).all(|j| {
+                        self.leaf[c][j]
+                            || match self.kind[c][j] {
+                                Kind::View | Kind::Pointwise(_) => {
+                                    self.kids[c][j].iter().all(|k| cand[*k as usize])
+                                }
+                                // Invalid unless its key is a result's, which
+                                // needs a result of the same value.
+                                Kind::Materialize(_) => {
+                                    !result_value[self.kvalue[c] as usize]
+                                        && self.kids[c][j].iter().all(|k| cand[*k as usize])
+                                }
+                                Kind::Op(_) | Kind::Loop(_) => false,
+                            }
+                    });
+                    if !ok {
+                        cand[c] = false;
+                        return true;
+                    }
+                }
+                false
+            });
+            // Keys bottom up (least fixed point): an option counts once its
+            // operands have keys; every counted option must agree.
+            let mut key: Vec<Option<(u32, Option<Vec<u32>>)>> = vec![None; n];
+            let mut inputs: Vec<u32> = Vec::new();
+            let mut pick: Vec<Option<u16>> = vec![None; n];
+            let mut bad = vec![false; n];
+            sweep_to_fixpoint(n, &parents, |c| {
+                let mut changed = false;
+                {
+                    if !cand[c] || bad[c] {
+                        return false;
+                    }
+                    for j in 0..self.options[c].len() {
+                        if matches!(self.kind[c][j], Kind::Materialize(_)) {
+                            continue;
+                        }
+                        if self.kids[c][j].iter().any(|k| key[*k as usize].is_none()) {
+                            continue;
+                        }
+                        let k = self.node_key(
+                            c,
+                            j,
+                            |x| {
+                                let (k, r) = key[x as usize].as_ref().expect("operands are keyed");
+                                (*k, r.as_deref())
+                            },
+                            &mut inputs,
+                        );
+                        let region = match self.kind[c][j] {
+                            Kind::View => key[self.kids[c][j][0] as usize]
+                                .as_ref()
+                                .and_then(|(_, r)| r.clone()),
+                            Kind::Pointwise(_) => Some(inputs.clone()),
+                            _ => None,
+                        };
+                        changed |= agree(&mut key[c], &mut pick[c], &mut bad[c], (k, region), j);
+                    }
+                }
+                changed
+            });
+            if !shrink(&mut cand, &bad, |c| key[c].is_some()) {
+                let picks = (0..n)
+                    .map(|c| if cand[c] { pick[c] } else { None })
+                    .collect();
+                let keys = (0..n)
+                    .map(|c| if cand[c] { key[c].clone() } else { None })
+                    .collect();
+                return (picks, keys);
+            }
+        }
+    }
+
+    /// Classes whose every realization has the same canonical form over
+    /// the same frontier, and the option `early` uses for each (`None`
+    /// elsewhere). The frontier of a class is what its realizations reach
+    /// that is neither fixed nor frontier-fixed: classes whose choice stays
+    /// free. A class is frontier-fixed when it is not fixed, every option
+    /// that organizes its value does so for a value with one organization,
+    /// and every realizable option gives the same *outcome*: the symbolic
+    /// key of [`Enumerator::node_key_parts`] with frontier classes as
+    /// variables (and fixed classes as their keys). Say a pointwise region
+    /// written `partition(mul(cast(x), s))` or `mul(partition(cast(x)),
+    /// partition(s))` over a row statistic `s` whose organization is still
+    /// open, or a stored matmul computed whole, in row tiles combined, or as
+    /// a K loop.
+    ///
+    /// Why `early` may use one option (no class is lost): take any candidate
+    /// and replace the choice of every frontier-fixed class it reaches by its
+    /// option (chosen when its operands already had outcomes, so these
+    /// choices are acyclic). Each such class then has the same outcome over
+    /// the same frontier classes, which keep their choices, so its key,
+    /// whether it needs work and the inputs of the region it ends do not
+    /// change, and neither does any other key; a cycle through a replaced
+    /// class would run through its frontier, which every realization
+    /// reaches, so the candidate had one too; and the one-organization rule
+    /// still holds, because every choice that organizes a value is for a
+    /// value with one organization. The rules of the candidate space depend
+    /// only on the canonical form. Unlike fixed classes they are context: a
+    /// completion that reaches one reaches its frontier.
+    pub(super) fn frontier_fixed(
+        &self,
+        fixed: &[Option<u16>],
+        keys: &[FixedKey],
+    ) -> Vec<Option<u16>> {
+        let n = self.ids.len();
+        let parents = self.readers();
+        // Candidates: not fixed, and every option that organizes a value
+        // does so for a value with one organization (so the rule never
+        // excludes it).
+        let mut cand: Vec<bool> = (0..n)
+            .map(|c| {
+                fixed[c].is_none()
+                    && (0..self.options[c].len()).all(|j| {
+                        self.kind[c][j].org().is_none()
+                            || !self.several_orgs[self.value[c] as usize]
+                    })
+            })
+            .collect();
+        loop {
+            let mut terms = Terms::default();
+            let mut out: Vec<Option<Outcome>> = vec![None; n];
+            let mut pick: Vec<Option<u16>> = vec![None; n];
+            let mut bad = vec![false; n];
+            sweep_to_fixpoint(n, &parents, |c| {
+                let mut changed = false;
+                {
+                    if !cand[c] || bad[c] {
+                        return false;
+                    }
+                    for j in 0..self.options[c].len() {
+                        // What each operand contributes: a candidate's
+                        // outcome once known, a fixed class's key (and its
+                        // region's inputs), a frontier class itself.
+                        let mut parts: Vec<Outcome> = Vec::new();
+                        let mut ready = true;
+                        for &x in &self.kids[c][j] {
+                            let x = x as usize;
+                            let p = if cand[x] {
+                                match out[x] {
+                                    Some(p) => p,
+                                    None => {
+                                        ready = false;
+                                        break;
+                                    }
+                                }
+                            } else if let Some((k, r)) = &keys[x] {
+                                match r {
+                                    Some(r) => {
+                                        let inputs: Vec<u64> = r
+                                            .iter()
+                                            .map(|k| terms.get(vec![1, u64::from(*k)], None))
+                                            .collect();
+                                        (true, terms.get(vec![3, u64::from(*k)], Some(inputs)))
+                                    }
+                                    None => (false, terms.get(vec![1, u64::from(*k)], None)),
+                                }
+                            } else {
+                                (false, terms.get(vec![0, x as u64], None))
+                            };
+                            parts.push(p);
+                        }
+                        if !ready {
+                            continue;
+                        }
+                        let o = self.outcome(c, j, &parts, &mut terms);
+                        changed |= agree(&mut out[c], &mut pick[c], &mut bad[c], o, j);
+                    }
+                }
+                changed
+            });
+            if !shrink(&mut cand, &bad, |c| out[c].is_some()) {
+                return (0..n)
+                    .map(|c| if cand[c] { pick[c] } else { None })
+                    .collect();
+            }
+        }
+    }
+
+    /// The outcome of option `j` of class `c` given its operands': the
+    /// symbolic form of [`Enumerator::node_key_parts`] over frontier
+    /// classes.
+    pub(super) fn outcome(
+        &self,
+        c: usize,
+        j: usize,
+        parts: &[Outcome],
+        terms: &mut Terms,
+    ) -> Outcome {
+        let stored = |t: u64, terms: &mut Terms| match self.stores[c][j] {
+            Some(m) => (false, terms.get(vec![5, u64::from(m), t], None)),
+            None => (false, t),
+        };
+        match self.kind[c][j] {
+            Kind::View => parts[0],
+            Kind::Loop(_) => match self.stores[c][j] {
+                Some(_) => stored(parts[0].1, terms),
+                None => parts[0],
+            },
+            Kind::Pointwise(label) => {
+                let mut inputs: Vec<u64> = Vec::new();
+                for (r, t) in parts {
+                    if *r {
+                        inputs.extend_from_slice(terms.inputs(*t));
+                    } else {
+                        inputs.push(*t);
+                    }
+                }
+                inputs.sort_unstable();
+                inputs.dedup();
+                let mut v = vec![4, u64::from(label)];
+                v.extend_from_slice(&inputs);
+                (true, terms.get(v, Some(inputs)))
+            }
+            Kind::Materialize(label) => (
+                false,
+                terms.get(vec![5, u64::from(label), parts[0].1], None),
+            ),
+            Kind::Op(label) => {
+                let mut v = vec![6, u64::from(label)];
+                v.extend(parts.iter().map(|p| p.1));
+                let t = terms.get(v, None);
+                stored(t, terms)
+            }
+        }
+    }
+
+    /// Turn the fixed-class shortcut of `early` off (an ablation, used to
+    /// test that it loses no class) or back on.
+    pub fn use_fixed_classes(&mut self, on: bool) {
+        self.set_fixed(on);
+    }
+
+    /// Fixed and frontier-fixed classes on or off.
+    pub(super) fn set_fixed(&mut self, on: bool) {
+        let n = self.ids.len();
+        if !on {
+            self.fixed = vec![None; n];
+            self.opaque = vec![false; n];
+            return;
+        }
+        let (fixed, keys) = self.fixed_options();
+        self.opaque = fixed.iter().map(Option::is_some).collect();
+        let frontier = self.frontier_fixed(&fixed, &keys);
+        self.fixed = (0..n).map(|c| fixed[c].or(frontier[c])).collect();
+    }
+}

@@ -1,0 +1,104 @@
+/// Record what option `j` of a class gives in a bottom-up pass where every
+/// realizable option must agree: the first is kept (and picked), a
+/// different one marks the class `bad`. True when anything changed.
+pub(super) fn agree<T: PartialEq>(
+    slot: &mut Option<T>,
+    pick: &mut Option<u16>,
+    bad: &mut bool,
+    v: T,
+    j: usize,
+) -> bool {
+    match slot {
+        None => {
+            *slot = Some(v);
+            *pick = Some(j as u16);
+            true
+        }
+        Some(prev) if *prev != v => {
+            *bad = true;
+            true
+        }
+        Some(_) => false,
+    }
+}
+
+/// The classes that read each class, given each class's options' operands
+/// (`kids[c][j]`), each reader once.
+pub(super) fn readers_of(kids: &[Vec<Vec<u32>>]) -> Vec<Vec<u32>> {
+    let mut out: Vec<Vec<u32>> = vec![Vec::new(); kids.len()];
+    for (c, opts) in kids.iter().enumerate() {
+        for ks in opts {
+            for &k in ks {
+                let r = &mut out[k as usize];
+                if r.last() != Some(&(c as u32)) {
+                    r.push(c as u32);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Run `eval` over classes `0..n` to a fixed point with the result of
+/// repeated sweeps `for c in 0..n { changed |= eval(c) }` until a sweep
+/// changes nothing, evaluating in the same order, but only the classes that
+/// an operand's change can affect: all of them in the first sweep, then
+/// those with an operand (`parents` gives the readers of each class) that
+/// changed since their last evaluation. `eval(c)` must depend only on `c`'s
+/// own state and its operands', and change nothing when none of those
+/// changed since its last call. Plain sweeps were quadratic on long chains
+/// whose readers come before their operands (one sweep per link).
+pub(super) fn sweep_to_fixpoint(
+    n: usize,
+    parents: &[Vec<u32>],
+    mut eval: impl FnMut(usize) -> bool,
+) {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let mut now: BinaryHeap<Reverse<u32>> = (0..n as u32).map(Reverse).collect();
+    let mut in_now = vec![true; n];
+    let mut next: Vec<u32> = Vec::new();
+    let mut in_next = vec![false; n];
+    loop {
+        while let Some(Reverse(c)) = now.pop() {
+            let c = c as usize;
+            in_now[c] = false;
+            if !eval(c) {
+                continue;
+            }
+            for &p in &parents[c] {
+                let pu = p as usize;
+                if pu > c {
+                    if !in_now[pu] {
+                        in_now[pu] = true;
+                        now.push(Reverse(p));
+                    }
+                } else if !in_next[pu] {
+                    in_next[pu] = true;
+                    next.push(p);
+                }
+            }
+        }
+        if next.is_empty() {
+            return;
+        }
+        for p in next.drain(..) {
+            in_next[p as usize] = false;
+            in_now[p as usize] = true;
+            now.push(Reverse(p));
+        }
+    }
+}
+
+/// Drop from `cand` the classes that are `bad` or got no value; true when
+/// any was dropped (the pass runs again on the smaller set).
+pub(super) fn shrink(cand: &mut [bool], bad: &[bool], defined: impl Fn(usize) -> bool) -> bool {
+    let mut shrunk = false;
+    for c in 0..cand.len() {
+        if cand[c] && (bad[c] || !defined(c)) {
+            cand[c] = false;
+            shrunk = true;
+        }
+    }
+    shrunk
+}

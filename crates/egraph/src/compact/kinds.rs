@@ -1,0 +1,147 @@
+use crate::analysis::EGraph;
+use crate::convert::node_attrs;
+use efir_ir::AxisState;
+use egg::{Id, SymbolLang};
+
+/// How an e-node enters the canonical form (the number is its interned
+/// label, which names its value class up to `par.reduce` loops; the
+/// one-organization rule compares the labels of pointwise ops and ops).
+#[derive(Clone, Copy)]
+pub(super) enum Kind {
+    /// Transparent: the value read through it is its operand's.
+    View,
+    /// Part of a pointwise region, keyed by its value and the region's
+    /// inputs.
+    Pointwise(u32),
+    /// Assembles tiles into a value without parallel state: a kernel
+    /// boundary.
+    Materialize(u32),
+    /// Keyed by its label and its operands' keys.
+    Op(u32),
+    /// A `par.reduce` loop, keyed as its operand (one iteration with a
+    /// full-extent tile); organized like the ops that make its operand
+    /// (the label they share, if they do).
+    Loop(Option<u32>),
+}
+
+impl Kind {
+    /// The label the one-organization rule compares, if any.
+    pub(super) fn org(self) -> Option<u32> {
+        match self {
+            Kind::Pointwise(l) | Kind::Op(l) => Some(l),
+            Kind::Loop(l) => l,
+            Kind::View | Kind::Materialize(_) => None,
+        }
+    }
+}
+
+/// Ops inside pointwise regions: their canonical form is the region's value
+/// and the set of its inputs, whatever the expression's shape.
+pub(super) fn pointwise(op: &str) -> bool {
+    op.starts_with("ew.")
+        || matches!(
+            op,
+            "tensor.broadcast"
+                | "tensor.reshape"
+                | "tensor.transpose"
+                | "tensor.full"
+                | "tensor.iota"
+        )
+}
+
+/// A type's tensors without their parallel state, as text.
+pub(super) fn stateless_type(ty: Option<&efir_ir::Type>) -> String {
+    ty.map(|t| {
+        t.leaves()
+            .iter()
+            .map(|l| efir_ir::TensorType::new(l.dtype, l.shape.clone()).to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+    .unwrap_or_default()
+}
+
+/// A type's tensors with only the partial axes of their parallel state
+/// (which axes hold partial results), as text.
+pub(super) fn partial_type(ty: Option<&efir_ir::Type>) -> String {
+    ty.map(|t| {
+        t.leaves()
+            .iter()
+            .map(|l| {
+                let partial: Vec<String> = l
+                    .state
+                    .iter()
+                    .filter(|(_, st)| matches!(st, AxisState::Partial(_)))
+                    .map(|(x, st)| format!("@{x}: {st}"))
+                    .collect();
+                format!(
+                    "{}[{}]",
+                    efir_ir::TensorType::new(l.dtype, l.shape.clone()),
+                    partial.join(",")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+    .unwrap_or_default()
+}
+
+/// How an e-node enters the canonical form: 0 view, 1 pointwise, 2
+/// materialize, 3 other op; and its label (without parallel state:
+/// partitioned and replicated axes are views whose tile sizes are schedule
+/// parameters, a full-extent tile being the unpartitioned form, and partial
+/// axes are reduced by loops, one iteration with a full-extent tile, or
+/// collected by a `par.collect` that is keyed itself).
+pub(super) fn node_kind(
+    eg: &EGraph,
+    n: &SymbolLang,
+    id: Id,
+    kids: &[u32],
+    ids: &[Id],
+) -> (u8, String) {
+    let op = n.op.as_str();
+    let ty = eg[id].data.ty();
+    let whole = stateless_type(ty);
+    if op == "par.partition" || op == "par.replicate" {
+        // A view is transparent: a value read through a partition or a
+        // replicate is the same value, whatever the chain.
+        return (0, String::new());
+    }
+    if pointwise(op) {
+        // A pointwise region is keyed by the value it computes and its
+        // inputs: how the expression is written (operand order, association,
+        // where casts and factors sit, where it sits relative to the views)
+        // does not matter.
+        return (1, format!("pointwise|{whole}"));
+    }
+    if op == "par.combine" {
+        let kid_ty = kids.first().and_then(|k| eg[ids[*k as usize]].data.ty());
+        let reduces = match (kid_ty, ty) {
+            (Some(a), Some(b)) => a.leaves().iter().zip(b.leaves()).any(|(a, b)| {
+                a.state
+                    .iter()
+                    .any(|(x, st)| matches!(st, AxisState::Partial(_)) && !b.state.contains_key(x))
+            }),
+            _ => false,
+        };
+        if !reduces {
+            // Assembling tiles: a view, unless it leaves a value without
+            // parallel state, which is materialized (a kernel boundary).
+            return if stateless(ty) {
+                (2, format!("materialize|{whole}"))
+            } else {
+                (0, String::new())
+            };
+        }
+    }
+    let attrs: Vec<String> = node_attrs(eg, n)
+        .iter()
+        .map(|(a, v)| format!("{a}={v}"))
+        .collect();
+    (3, format!("{op}|{}|{whole}", attrs.join(",")))
+}
+
+/// Whether a type's tensors have no parallel state.
+pub(super) fn stateless(ty: Option<&efir_ir::Type>) -> bool {
+    ty.is_some_and(|t| t.leaves().iter().all(|l| l.state.is_empty()))
+}

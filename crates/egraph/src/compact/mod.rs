@@ -1,0 +1,351 @@
+//! `--compact`: extraction with compaction (the paper's section 5.1).
+//!
+//! Candidates are complete programs: one e-node chosen for every e-class
+//! reachable from the roots, acyclic, tensor-level matmuls replaced by their
+//! tiled implementations. They are enumerated depth first over *partial
+//! programs*: programs whose unresolved e-classes are named holes `□c`,
+//! resolving first the holes that only choose how a pointwise region is
+//! written (their pointwise e-nodes before their views), the hole opened
+//! last first. With `threads=N` several threads search, sharing the record
+//! of partial programs and classes.
+//!
+//! The candidate space has more rules (see `docs/passes.md`): a value is
+//! organized one way per program, no tuple field is dead, no kernel of its
+//! own materializes pure pointwise work, a pointwise region reads each value
+//! one way, and a stored value is not recomputed by another kernel. Values
+//! are grouped into *value classes*: e-classes linked by partitions,
+//! replicates and combines that assemble tiles (the same value under
+//! different parallel states; a partial result is not its combined value),
+//! and e-classes computing the same op over the same values (congruence).
+//! Every e-class of a value class that the program computes with an op (not
+//! a view) uses the same kind of op, so a value may be recomputed under
+//! several states but not computed two different ways.
+//!
+//! Two candidates are equivalent (`≈`) when their canonical forms agree:
+//! - parallel views (`par.partition`, `par.replicate`, and `par.combine` of a
+//!   partitioned axis that leaves some parallel state) are transparent: a
+//!   value read through views is the value;
+//! - a pointwise region (`ew.*`, constants, reshape/transpose/broadcast) is
+//!   keyed by the value class it computes and the set of its inputs, so
+//!   operand order, association, where casts and factors sit and where the
+//!   region sits relative to the views do not matter;
+//! - a `par.combine` that leaves a value without parallel state is a
+//!   materialization (a kernel boundary) and is keyed;
+//! - the ops that organize the computation (`tile.matmul`, `tensor.reduce`,
+//!   reducing combines, `par.collect`) are keyed with their attributes and
+//!   operands; partitioned and replicated axes are not part of the key,
+//!   because their tile sizes are schedule parameters and a full-extent tile
+//!   is the unpartitioned form. For the same reason a `par.reduce` (a loop
+//!   over an axis's tiles, one iteration with a full-extent tile) is keyed
+//!   as its operand, and partial axes are not keyed: a K loop is the matmul
+//!   with its whole K in one tile, while a collection of partial results in
+//!   memory stays keyed;
+//! - storage follows the kernels: a matmul, reduction or reducing combine
+//!   without parallel state is written to memory, so it is keyed as a
+//!   materialization of the op (like the op computed in tiles and combined),
+//!   and so is a result computed whole by a pointwise op.
+//!
+//! So candidates with different matmul structure, reduction organization or
+//! intermediate storage stay distinct.
+//!
+//! Modes: `none` keeps every complete candidate; `after` builds every
+//! complete candidate and keeps one per class; `early` (the default) also
+//! compares partial programs (holes included) and prunes one whose canonical
+//! form is already on the search's record with a context that allows at
+//! least its completions (`S ≈p T`), before expanding it; it resolves holes
+//! with one option, fixed and frontier-fixed classes and *determined*
+//! classes (every completion gives them one key) without branching, and
+//! drops partial programs whose every completion has a dead tuple field.
+//! Every mode that finishes yields the same classes.
+
+mod candidates;
+mod canon;
+mod context;
+mod dead_fields;
+mod determined;
+mod fixed;
+mod fixpoint;
+mod index;
+mod kinds;
+mod order;
+mod partial;
+mod record;
+mod search;
+mod space;
+mod tree;
+
+pub use self::candidates::{parse_candidates, summary};
+pub use self::index::Enumerator;
+pub use self::record::Enumeration;
+pub use self::space::{Mode, Partitions, Replicas, Space};
+pub use self::tree::TreeCount;
+
+use self::candidates::candidate_text;
+use crate::saturate::{graph_in, lambda_text, library_refs, library_used};
+use efir_diagnostics::{codes, Diag};
+use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
+use efir_ir::Module;
+use serde_json::json;
+use std::time::Instant;
+
+/// Registration of `--compact`.
+pub const INFO: PassInfo = PassInfo {
+    name: "compact",
+    summary: "Enumerate distinct candidate programs from an e-graph, pruning equivalent partial programs early",
+    options: &[
+        ("mode", "early (default), after or none"),
+        ("max-candidates", "stop after this many candidates per function (default 64)"),
+        ("time-limit", "stop after this many seconds per function (default 10)"),
+        ("max-states", "stop after expanding this many partial programs per function (default 1000000)"),
+        ("threads", "search on this many threads sharing one record (default 1; with more, the order of the candidates varies between runs)"),
+        ("replicas", "view (default): under a replicated axis, a value that needs a matmul, or whose e-class has a replicate, is only the replicate of the value without that axis, where that value has another axis that is not replicated; compute: it may also be computed there"),
+        ("partitions", "view (default): under two or more axes that are not replicated, a value whose e-class has a partition (and that replicas=view leaves alone) is only the partition of the value whole along that axis; compute: it may also be computed in the tile (with replicas=compute, the whole space; a function that either view leaves without a candidate is enumerated in the whole space, warning E0708)"),
+        ("sketch", "mode=early only: first search at most this many seconds pruning by canonical form alone, then search soundly from the classes found (default 0, none)"),
+    ],
+    create: |o| Ok(Box::new(Compact::from_options(o)?)),
+};
+
+/// The pass.
+pub struct Compact {
+    /// The mode.
+    pub mode: Mode,
+    /// Candidate limit per function.
+    pub max_candidates: usize,
+    /// Time limit per function.
+    pub time_limit: f64,
+    /// Expansion limit per function.
+    pub max_states: usize,
+    /// Threads of the search.
+    pub threads: usize,
+    /// Seconds of sketch before `early`'s search (0: none; see
+    /// [`Enumerator::run_sketched`]).
+    pub sketch: f64,
+    /// The candidate space.
+    pub space: Space,
+}
+
+impl Compact {
+    /// From pass options.
+    pub fn from_options(o: &PassOptions) -> Result<Compact, String> {
+        INFO.check_options(o)?;
+        let mode = match o.values.get("mode").map(String::as_str) {
+            None | Some("early") => Mode::Early,
+            Some("after") => Mode::After,
+            Some("none") => Mode::None,
+            Some(m) => {
+                return Err(format!(
+                    "unknown compaction mode `{m}` (modes: early, after, none)"
+                ))
+            }
+        };
+        let time_limit = o.get_seconds("time-limit", 10.0, false)?;
+        let sketch = o.get_seconds("sketch", 0.0, true)?;
+        if sketch > 0.0 && mode != Mode::Early {
+            return Err("option `sketch` is for `mode=early` only".to_string());
+        }
+        let view = |name: &str| match o.values.get(name).map(String::as_str) {
+            None | Some("view") => Ok(true),
+            Some("compute") => Ok(false),
+            Some(r) => Err(format!(
+                "option `{name}` must be `view` or `compute`, found `{r}`"
+            )),
+        };
+        let space = Space {
+            replicas: if view("replicas")? {
+                Replicas::View
+            } else {
+                Replicas::Compute
+            },
+            partitions: if view("partitions")? {
+                Partitions::View
+            } else {
+                Partitions::Compute
+            },
+        };
+        Ok(Compact {
+            mode,
+            sketch,
+            space,
+            max_candidates: o.get_usize("max-candidates", 64)?,
+            time_limit,
+            max_states: o.get_usize("max-states", 1_000_000)?,
+            threads: o.get_usize_in("threads", 1, 1, MAX_THREADS)?,
+        })
+    }
+}
+
+/// The most worker threads compaction starts.
+pub const MAX_THREADS: usize = 256;
+
+impl Pass for Compact {
+    fn name(&self) -> &'static str {
+        "compact"
+    }
+
+    fn run(&mut self, m: &mut Module, cx: &mut PassContext<'_>) -> Result<(), PassFailed> {
+        let (text, lambdas) = lambda_text(m, cx.registry);
+        // The text of each candidate function, in order.
+        let mut bodies: Vec<String> = Vec::new();
+        let mut used = std::collections::BTreeSet::new();
+        let (mut expanded, mut programs, mut candidates, mut classes, mut pruned) = (0, 0, 0, 0, 0);
+        let (mut sketch_expanded, mut sketch_classes, mut sketch_time) = (0, 0, 0.0);
+        let mut complete = true;
+        // Functions whose candidates come from the whole space instead of
+        // the one asked for (warning E0708).
+        let mut fallbacks = 0usize;
+        let start = Instant::now();
+        let sigs = crate::convert::graph_signatures(m);
+        for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
+            // The time limit counts from here: building the e-graph and the
+            // enumerator of a long chain took 0.2 s before the enumeration's
+            // own clock started (issue 30).
+            let f_start = Instant::now();
+            let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
+            let g = graph_in(f, sigs.clone()).map_err(|e| fail(cx, e))?;
+            // A restricted space that leaves a result without a program, or
+            // whose every program breaks a rule of the candidate space (it
+            // is complete and has no candidate), is abandoned for the whole
+            // space, with a warning.
+            let warn_whole = |cx: &mut PassContext<'_>, why: String| {
+                cx.diags.push(
+                    Diag::warning(
+                        codes::E0708,
+                        format!(
+                            "`@{}`: {why}; enumerating the whole space (`replicas=compute,partitions=compute`) instead",
+                            f.name
+                        ),
+                        f.name_span,
+                    )
+                    .with_label("candidates of this function"),
+                );
+            };
+            let restricted = match Enumerator::new_in(&g, self.space) {
+                Ok(en) => Some(en),
+                Err(e) => {
+                    warn_whole(cx, e);
+                    fallbacks += 1;
+                    None
+                }
+            };
+            let tried = restricted.is_some() && self.space != Space::WHOLE;
+            // Progress on long enumerations, when a person is watching (or
+            // EFIR_PROGRESS is set).
+            let watched = std::env::var_os("EFIR_PROGRESS").is_some() || {
+                use std::io::IsTerminal;
+                std::io::stderr().is_terminal()
+            };
+            let run = |mut en: Enumerator<'_>| {
+                if watched {
+                    en.progress = Some(f.name.clone());
+                }
+                let left = (self.time_limit - f_start.elapsed().as_secs_f64()).max(1e-3);
+                en.run_sketched(
+                    self.mode,
+                    self.max_candidates,
+                    left,
+                    self.max_states,
+                    self.threads,
+                    self.sketch,
+                )
+            };
+            let mut res = run(restricted.unwrap_or_else(|| Enumerator::new(&g)));
+            if tried && res.complete && res.candidates.is_empty() {
+                let r = run(Enumerator::new(&g));
+                if !r.candidates.is_empty() {
+                    warn_whole(
+                        cx,
+                        format!(
+                            "`replicas={},partitions={}` has no candidate (every program of it breaks a rule of the candidate space), the whole space has",
+                            self.space.replicas.name(),
+                            self.space.partitions.name()
+                        ),
+                    );
+                    fallbacks += 1;
+                    res = r;
+                }
+            }
+            sketch_expanded += res.sketch_expanded;
+            sketch_classes += res.sketch_classes;
+            sketch_time += res.sketch_time_s;
+            expanded += res.expanded_states;
+            programs += res.complete_programs;
+            classes += res.classes;
+            pruned += res.pruned;
+            candidates += res.candidates.len();
+            if let Some(why) = res.stopped_by {
+                complete = false;
+                cx.diags.push(Diag::warning(
+                    codes::E0706,
+                    format!(
+                        "`@{}`: enumeration stopped by {why} after {} expanded partial programs; emitting the {} candidates found so far",
+                        f.name,
+                        res.expanded_states,
+                        res.candidates.len()
+                    ),
+                    f.name_span,
+                )
+                .with_label("candidates of this function"));
+            }
+            used.extend(library_refs(&g.egraph));
+            // The candidates' text, in order, written by the search's
+            // threads (each writes every `threads`-th one).
+            let n = res.candidates.len();
+            let workers = self.threads.clamp(1, n.max(1));
+            let write = |w: usize| -> Result<Vec<(usize, String)>, String> {
+                (w..n)
+                    .step_by(workers)
+                    .map(|i| candidate_text(&g, &res.candidates[i], i).map(|t| (i, t)))
+                    .collect()
+            };
+            let parts: Vec<Result<Vec<(usize, String)>, String>> = if workers == 1 {
+                vec![write(0)]
+            } else {
+                std::thread::scope(|scope| {
+                    let hs: Vec<_> = (0..workers)
+                        .map(|w| scope.spawn(move || write(w)))
+                        .collect();
+                    hs.into_iter()
+                        .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                        .collect()
+                })
+            };
+            let mut texts: Vec<String> = vec![String::new(); n];
+            for part in parts {
+                for (i, t) in part.map_err(|e| fail(cx, e))? {
+                    texts[i] = t;
+                }
+            }
+            bodies.extend(texts);
+        }
+        let library = library_used(&used, &lambdas);
+        let library_names: std::collections::BTreeSet<String> =
+            used.difference(&lambdas).cloned().collect();
+        // (Below a few hundred candidates, one thread is as fast.)
+        let workers = self.threads.min(bodies.len().div_ceil(256));
+        *m = parse_candidates(&text, &bodies, &library, &library_names, workers, cx)?;
+        cx.stats.insert("mode".into(), json!(self.mode.name()));
+        cx.stats
+            .insert("replicas".into(), json!(self.space.replicas.name()));
+        cx.stats
+            .insert("partitions".into(), json!(self.space.partitions.name()));
+        cx.stats.insert("space_fallbacks".into(), json!(fallbacks));
+        cx.stats.insert("expanded_states".into(), json!(expanded));
+        cx.stats.insert("pruned_states".into(), json!(pruned));
+        cx.stats.insert("complete_programs".into(), json!(programs));
+        cx.stats.insert("candidates".into(), json!(candidates));
+        cx.stats.insert("classes".into(), json!(classes));
+        cx.stats.insert("complete".into(), json!(complete));
+        if self.sketch > 0.0 {
+            cx.stats
+                .insert("sketch_expanded".into(), json!(sketch_expanded));
+            cx.stats
+                .insert("sketch_classes".into(), json!(sketch_classes));
+            cx.stats.insert("sketch_time_s".into(), json!(sketch_time));
+        }
+        cx.stats.insert(
+            "enumeration_time_s".into(),
+            json!(start.elapsed().as_secs_f64()),
+        );
+        Ok(())
+    }
+}

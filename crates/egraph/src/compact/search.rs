@@ -1,0 +1,525 @@
+use super::canon::Canon;
+use super::index::Enumerator;
+use super::partial::State;
+use super::record::{Counts, Enumeration, Expansion, Pool, Shared, Verdict, ARENA_WORDS};
+use super::space::Mode;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+impl<'a> Enumerator<'a> {
+    /// Record the complete program `t`: a candidate when it is in the
+    /// candidate space and of a class not seen yet (or always, under
+    /// `none`). True when that reaches the candidate limit.
+    pub(super) fn complete(&mut self, t: &State, mode: Mode, shared: &Shared) -> bool {
+        let cn = self.canon_parts(t);
+        let key = cn.key;
+        let mut record = shared.record(key);
+        if record.rejected.contains(&key) {
+            return false;
+        }
+        let fresh = !record.complete.contains(&key);
+        if fresh && (cn.invalid || self.dead_field(t)) {
+            record.rejected.insert(key);
+            return false;
+        }
+        let mut out = shared.out();
+        if out.candidates.len() >= shared.max_candidates {
+            // (Another thread reached the limit: this program is left.)
+            shared.left.store(true, Ordering::Relaxed);
+            return true;
+        }
+        record.complete.insert(key);
+        out.complete_programs += 1;
+        if fresh || mode == Mode::None {
+            let c = self.chosen(t);
+            shared.nodes.fetch_add(c.len(), Ordering::Relaxed);
+            out.candidates.push(c);
+            out.keys.push(key);
+            if out.candidates.len() >= shared.max_candidates {
+                out.stopped_by = Some("max-candidates");
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether `early` prunes the partial program `t`: it is outside the
+    /// candidate space, or equivalent to (or covered by) one on the record.
+    /// Otherwise it goes on the record.
+    pub(super) fn prune(&mut self, t: &State, canon: Option<Canon>, shared: &Shared) -> Verdict {
+        // (`canon` is `t`'s canonical form where the scratch buffers hold it
+        // already.)
+        let cn = match canon {
+            Some(cn) => cn,
+            None => self.canon_parts(t),
+        };
+        if cn.invalid || (self.use_dead_fields && self.dead_field_partial(t)) {
+            self.det_fresh = false;
+            return Verdict::Invalid;
+        }
+        if self.sketch {
+            // (A sketch drops every partial program whose canonical form
+            // was kept before, whatever its context, which it never
+            // computes: what was found about `t`'s determined classes is
+            // not carried to another partial program.)
+            self.det_fresh = false;
+            return if shared.record(cn.key).forms.insert(cn.key) {
+                Verdict::New
+            } else {
+                Verdict::Seen
+            };
+        }
+        let h = self.context(t);
+        let mut guard = shared.record(cn.key);
+        let record = &mut *guard;
+        if !record.seen.insert((cn.key, h)) {
+            return Verdict::Seen;
+        }
+        // An earlier partial program with the same canonical form whose
+        // completions cover this one's (the latest few are checked).
+        let earlier = record.contexts.entry(cn.key).or_default();
+        if earlier
+            .iter()
+            .rev()
+            .take(self.cover_checks)
+            .any(|&(o, l)| self.covers(&record.arena[o..o + l], t))
+        {
+            return Verdict::Seen;
+        }
+        // Past a memory budget, new contexts are no longer kept for
+        // inclusion checks (equal contexts are still pruned).
+        let words = self.ctx.entries.len();
+        if shared.arena_words.fetch_add(words, Ordering::Relaxed) < ARENA_WORDS {
+            earlier.push((record.arena.len(), words));
+            record.arena.extend_from_slice(&self.ctx.entries);
+        }
+        Verdict::New
+    }
+
+    /// Expand the partial program `s`: resolve one hole every way the
+    /// rules allow, and return the children to explore (complete ones are
+    /// recorded, pruned ones dropped).
+    pub(super) fn expand(
+        &mut self,
+        mode: Mode,
+        mut s: State,
+        shared: &Shared,
+        n: &mut Counts,
+    ) -> Expansion {
+        let mut e = Expansion::default();
+        // Resolve a hole that only chooses how a region is written (its
+        // options are views and pointwise ops) first, and among those,
+        // and then among the others, the one opened last: a region is
+        // written down to its inputs before the next real choice, so
+        // the classes it reaches are resolved (and the classes that read
+        // them determined) when the search branches again. (One-option
+        // holes were resolved already.) The order depends only on the
+        // state, so pruning stays sound; it changes how many partial
+        // programs are expanded, not the classes.
+        let Some(pos) = self.next_hole(&s) else {
+            return e;
+        };
+        let h = s.holes.remove(pos);
+        n.expanded += 1;
+        // A route hole tries its pointwise ops before its views: the
+        // region is written where it is read, and its inputs are read
+        // through views (which a later, more general partial program
+        // cannot cover as often the other way round). Other holes try
+        // their e-nodes in order (cheapest-looking first).
+        let range = self.choices(mode, h);
+        let order: &[u16] = if range.len() == self.options[h as usize].len() {
+            &self.order[h as usize]
+        } else {
+            &[]
+        };
+        let options: Vec<usize> = if order.is_empty() {
+            range.collect()
+        } else {
+            order.iter().map(|j| *j as usize).collect()
+        };
+        for (at, &j) in options.iter().enumerate() {
+            if !self.admissible(&s, h, j) {
+                continue;
+            }
+            let mut t = s.clone();
+            self.settle(&mut t, h, j);
+            // Holes with one option never branch: resolve them all now
+            // (in any order, the result is the same), and compare the
+            // partial program once they are.
+            if !self.force(mode, &mut t, &mut n.expanded) {
+                continue;
+            }
+            // The canonical form of `t` when it is known already.
+            let mut canon = None;
+            if mode == Mode::Early && self.use_determined && !t.holes.is_empty() {
+                let cn = self.canon_parts(&t);
+                if cn.invalid {
+                    continue;
+                }
+                if !self.settle_determined(&mut t, &mut n.expanded) {
+                    canon = Some(cn);
+                } else if !self.force(mode, &mut t, &mut n.expanded) {
+                    continue;
+                }
+            }
+            if t.holes.is_empty() {
+                if self.complete(&t, mode, shared) {
+                    // Options of `h` after `j` are left unexplored.
+                    e.cut |= at + 1 < options.len();
+                    e.stop = true;
+                    break;
+                }
+                continue;
+            }
+            if mode == Mode::Early {
+                match self.prune(&t, canon, shared) {
+                    Verdict::Invalid => continue,
+                    Verdict::Seen => {
+                        n.pruned += 1;
+                        continue;
+                    }
+                    Verdict::New => {}
+                }
+            }
+            e.next.push(t);
+        }
+        e
+    }
+
+    /// A progress line on stderr, about once a second, where asked for.
+    pub(super) fn show_progress(
+        &self,
+        shown: &mut Instant,
+        start: Instant,
+        time_limit: f64,
+        expanded: usize,
+        shared: &Shared,
+    ) {
+        if let Some(name) = &self.progress {
+            if shown.elapsed() >= Duration::from_secs(1) {
+                *shown = Instant::now();
+                let classes = shared.classes();
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!(
+                        "compact: @{name}: {expanded} partial programs expanded, {classes} classes, {:.1} s of {:.1} s",
+                        start.elapsed().as_secs_f64(),
+                        time_limit
+                    );
+                }
+            }
+        }
+    }
+
+    /// Enumerate candidates: depth first, but the subtrees of the first
+    /// real choice (the first partial program with several children) are
+    /// explored in turns, one expansion each, so that a limited enumeration
+    /// finds candidates of every top-level organization, not only of the
+    /// cheapest-looking one. The order changes nothing else.
+    pub fn run(
+        &mut self,
+        mode: Mode,
+        max_candidates: usize,
+        time_limit: f64,
+        max_states: usize,
+    ) -> Enumeration {
+        self.run_threads(mode, max_candidates, time_limit, max_states, 1)
+    }
+
+    /// [`Enumerator::run`] on `threads` threads that share the record of
+    /// partial programs and complete classes (one thread: `run`). Each
+    /// explores depth first and gives the oldest partial program on its
+    /// stack to a thread that has run out of work. Every mode finds the
+    /// same classes as with one thread; the order of the candidates (and,
+    /// under a limit, which are found) varies from run to run.
+    pub fn run_threads(
+        &mut self,
+        mode: Mode,
+        max_candidates: usize,
+        time_limit: f64,
+        max_states: usize,
+        threads: usize,
+    ) -> Enumeration {
+        let found = Enumeration::default();
+        self.run_from(mode, max_candidates, time_limit, max_states, threads, found)
+    }
+
+    /// `early` after a sketch of at most `sketch` seconds (none where 0):
+    /// a first search that prunes a partial program as soon as one with
+    /// the same canonical form was kept, whatever their contexts. That is
+    /// not sound (it can miss classes), but it keeps far fewer partial
+    /// programs and finds most classes soon: every program it completes is
+    /// a candidate like any other. The search of `early` then starts with
+    /// the classes the sketch found (it does not emit them again) and, when
+    /// it finishes, has found every class: the result is the same set of
+    /// classes as without the sketch. The limits hold for both together.
+    pub fn run_sketched(
+        &mut self,
+        mode: Mode,
+        max_candidates: usize,
+        time_limit: f64,
+        max_states: usize,
+        threads: usize,
+        sketch: f64,
+    ) -> Enumeration {
+        if sketch <= 0.0 || mode != Mode::Early {
+            return self.run_threads(mode, max_candidates, time_limit, max_states, threads);
+        }
+        let start = Instant::now();
+        self.sketch = true;
+        let first = self.run_threads(
+            mode,
+            max_candidates,
+            sketch.min(time_limit),
+            max_states,
+            threads,
+        );
+        self.sketch = false;
+        let (expanded, classes) = (first.expanded_states, first.classes);
+        let sketch_time_s = start.elapsed().as_secs_f64();
+        let mut out = if first.stopped_by == Some("max-candidates")
+            || first.stopped_by == Some("max-states")
+        {
+            first
+        } else {
+            let left = (time_limit - sketch_time_s).max(1e-3);
+            let mut out = self.run_from(
+                mode,
+                max_candidates,
+                left,
+                max_states.saturating_sub(expanded),
+                threads,
+                first,
+            );
+            out.expanded_states += expanded;
+            out
+        };
+        out.sketch_expanded = expanded;
+        out.sketch_classes = classes;
+        out.sketch_time_s = sketch_time_s;
+        out
+    }
+
+    /// [`Enumerator::run_threads`], starting with the classes of `found`.
+    pub(super) fn run_from(
+        &mut self,
+        mode: Mode,
+        max_candidates: usize,
+        time_limit: f64,
+        max_states: usize,
+        threads: usize,
+        found: Enumeration,
+    ) -> Enumeration {
+        let threads = threads.max(1);
+        let start = Instant::now();
+        let limit = Duration::from_secs_f64(time_limit);
+        let shared = Shared::new(max_candidates, found);
+        let mut n = Counts::default();
+        // With several threads, keys are numbered by one interner from now
+        // on; each thread's own map is a cache of it that starts empty
+        // (copying it to every thread took about 0.2 s per copy after a
+        // sketch had interned a few million keys).
+        let keys = (threads > 1).then(|| {
+            let keys = Arc::new(Mutex::new(std::mem::take(&mut self.interner)));
+            self.shared_keys = Some(keys.clone());
+            keys
+        });
+        let pool = Pool {
+            work: Mutex::new((Vec::new(), 0)),
+            idle: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            expanded: AtomicUsize::new(0),
+            left: AtomicBool::new(false),
+            stopped_by: Mutex::new(None),
+        };
+        // Up to the first real choice here; its subtrees go to the
+        // threads in turn, and each explores its own in turns (as `run`
+        // does).
+        let mut split: Vec<State> = Vec::new();
+        let mut stop = false;
+        let mut cut = false;
+        // (Partial programs expanded before the split: where the turns
+        // start.)
+        let mut turn = 0;
+        if let Some(first) = self.first(mode, &mut n) {
+            let mut s = first;
+            loop {
+                turn += 1;
+                if s.holes.is_empty() {
+                    stop = self.complete(&s, mode, &shared);
+                    break;
+                }
+                let why = if n.expanded >= max_states {
+                    Some("max-states")
+                } else if shared.past(start, limit) {
+                    Some("time-limit")
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    *pool.stopped_by.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                    split = vec![s];
+                    stop = true;
+                    break;
+                }
+                let e = self.expand(mode, s, &shared, &mut n);
+                cut |= e.cut;
+                stop |= e.stop;
+                if stop || e.next.len() != 1 {
+                    split = e.next;
+                    break;
+                }
+                s = e.next.into_iter().next().unwrap_or_else(|| unreachable!());
+            }
+        }
+        pool.expanded.store(n.expanded, Ordering::Relaxed);
+        if stop {
+            pool.stop.store(true, Ordering::Relaxed);
+            pool.left.store(cut || !split.is_empty(), Ordering::Relaxed);
+            split.clear();
+        }
+        let mut initial: Vec<Vec<Vec<State>>> = vec![Vec::new(); threads];
+        for (i, t) in split.into_iter().enumerate() {
+            initial[i % threads].push(vec![t]);
+        }
+        let lim = (start, limit, time_limit, max_states);
+        let counts: Vec<Counts> = if keys.is_none() {
+            // One thread: this one.
+            let stacks = initial.pop().unwrap_or_default();
+            vec![self.worker(mode, (stacks, turn), &shared, &pool, 1, lim)]
+        } else {
+            std::thread::scope(|scope| {
+                let workers: Vec<_> = initial
+                    .into_iter()
+                    .enumerate()
+                    .map(|(w, stacks)| {
+                        let mut en = self.clone();
+                        if w > 0 {
+                            en.progress = None;
+                        }
+                        let (shared, pool) = (&shared, &pool);
+                        scope
+                            .spawn(move || en.worker(mode, (stacks, 0), shared, pool, threads, lim))
+                    })
+                    .collect();
+                workers
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                    .collect()
+            })
+        };
+        n.expanded = pool.expanded.load(Ordering::Relaxed);
+        n.pruned += counts.iter().map(|c| c.pruned).sum::<usize>();
+        if let Some(keys) = keys {
+            self.shared_keys = None;
+            self.interner = std::mem::take(&mut *keys.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+        let stopped_by = *pool.stopped_by.lock().unwrap_or_else(|e| e.into_inner());
+        let left = pool.left.load(Ordering::Relaxed) || !pool.lock().0.is_empty();
+        shared.finish(n, stopped_by, left)
+    }
+
+    /// One thread of [`Enumerator::run_threads`], starting from its
+    /// stacks (explored in turns from the given one, depth first each): its
+    /// prunings. `lim` is the start, the time limit (and in seconds) and
+    /// the expansion limit.
+    pub(super) fn worker(
+        &mut self,
+        mode: Mode,
+        (mut stacks, mut turn): (Vec<Vec<State>>, usize),
+        shared: &Shared,
+        pool: &Pool,
+        threads: usize,
+        lim: (Instant, Duration, f64, usize),
+    ) -> Counts {
+        let (start, limit, time_limit, max_states) = lim;
+        // A thread that panics stops the others (they would wait for it
+        // forever); the panic then reaches the caller.
+        struct StopOnPanic<'p>(&'p Pool);
+        impl Drop for StopOnPanic<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.stop.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+        let _guard = StopOnPanic(pool);
+        let mut n = Counts::default();
+        let (mut pops, mut counted) = (0usize, 0usize);
+        let mut shown = start;
+        let stop = |why: &'static str| {
+            pool.stop.store(true, Ordering::Relaxed);
+            pool.stopped_by
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert(why);
+        };
+        loop {
+            if pool.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            stacks.retain(|st| !st.is_empty());
+            if stacks.is_empty() {
+                match pool.take(threads) {
+                    Some(s) => stacks.push(vec![s]),
+                    None => break,
+                }
+            }
+            let i = turn % stacks.len();
+            turn += 1;
+            let Some(s) = stacks[i].pop() else {
+                continue;
+            };
+            pops += 1;
+            let total = pool
+                .expanded
+                .fetch_add(n.expanded - counted, Ordering::Relaxed)
+                + (n.expanded - counted);
+            counted = n.expanded;
+            let why = if total >= max_states {
+                Some("max-states")
+            } else if pops.is_multiple_of(64) && shared.past(start, limit) {
+                Some("time-limit")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                stacks[i].push(s);
+                stop(why);
+                break;
+            }
+            if pops.is_multiple_of(64) {
+                self.show_progress(&mut shown, start, time_limit, total, shared);
+            }
+            let e = self.expand(mode, s, shared, &mut n);
+            stacks[i].extend(e.next.into_iter().rev());
+            if e.stop {
+                if e.cut {
+                    pool.left.store(true, Ordering::Relaxed);
+                }
+                stop("max-candidates");
+                break;
+            }
+            // A thread is out of work: give it the oldest partial program
+            // of the largest stack (the largest subtree), keeping one.
+            if pool.idle.load(Ordering::Relaxed) > 0 {
+                let total: usize = stacks.iter().map(Vec::len).sum();
+                if total > 1 {
+                    let big = (0..stacks.len())
+                        .max_by_key(|k| stacks[*k].len())
+                        .unwrap_or(0);
+                    let s0 = stacks[big].remove(0);
+                    pool.lock().0.push(s0);
+                }
+            }
+        }
+        if stacks.iter().any(|st| !st.is_empty()) {
+            pool.left.store(true, Ordering::Relaxed);
+        }
+        pool.expanded
+            .fetch_add(n.expanded - counted, Ordering::Relaxed);
+        n.expanded = 0;
+        n
+    }
+}
