@@ -3,7 +3,10 @@
 `python -m efir tune CANDS.efir -o TUNED.efir [--budget S] [--top K]`
 shortlists the K candidates of a file by efir's static estimate, explores
 each one's schedule space (its default, random samples of CONFIG_SPACE,
-then one-step neighbours of the best schedules found), spends measurement
+then one-step neighbours of the best schedules found; for a candidate of
+several kernels, one group of parameters at a time: those shared between
+kernels, such as the blocks that shape a buffer of partial results, then
+each kernel's own, timing the whole program), spends measurement
 by successive halving across candidates, checks every timed schedule
 against a reference (relative L2 <= 0.01), and writes the chosen candidate
 with its schedule recorded as a `schedule` attribute (which
@@ -121,48 +124,132 @@ def cache_key(text, env, top):
 
 
 # ----------------------------------------------------------------- the search
-def neighbours(cfg, space):
+def _warps_key(k):
+    return k == "num_warps" or k.startswith("num_warps_")
+
+
+def _stages_key(k):
+    return k == "num_stages" or k.startswith("num_stages_")
+
+
+def neighbours(cfg, space, keys=None):
     """Schedules one step from cfg: one BLOCK_* value doubled or halved
-    (within its domain), num_warps or num_stages changed by one step."""
+    (within its domain), a num_warps or num_stages value (the program's, or
+    one kernel's `num_warps_*`/`num_stages_*`) changed by one step. `keys`,
+    if given: only those parameters move."""
     out = []
     for k, v in space.items():
-        vs = sorted({int(x) for x in v})
-        if not k.startswith("BLOCK_") or len(vs) < 2 or k not in cfg:
+        if keys is not None and k not in keys:
             continue
-        for x in (int(cfg[k]) * 2, int(cfg[k]) // 2):
-            if x in vs:
-                out.append({**cfg, k: x})
-    w = int(cfg.get("num_warps", 4))
-    for x in (w * 2, w // 2):
-        if x in WARPS and x in space.get("num_warps", WARPS):
-            out.append({**cfg, "num_warps": x})
-    st = int(cfg.get("num_stages", 2))
-    for x in (st + 1, st - 1):
-        if x in STAGES and x in space.get("num_stages", STAGES):
-            out.append({**cfg, "num_stages": x})
+        if k.startswith("BLOCK_"):
+            vs = sorted({int(x) for x in v})
+            if len(vs) < 2 or k not in cfg:
+                continue
+            for x in (int(cfg[k]) * 2, int(cfg[k]) // 2):
+                if x in vs:
+                    out.append({**cfg, k: x})
+        elif _warps_key(k):
+            w = int(cfg.get(k, 4))
+            for x in (w * 2, w // 2):
+                if x in WARPS and x in v:
+                    out.append({**cfg, k: x})
+        elif _stages_key(k):
+            st = int(cfg.get(k, 2))
+            for x in (st + 1, st - 1):
+                if x in STAGES and x in v:
+                    out.append({**cfg, k: x})
     return out
 
 
-def samples(default, space, n, rng):
+def samples(default, space, n, rng, fixed=()):
     """The default schedule, then up to n - 1 distinct random schedules of
-    the space (BLOCK_* values at most MAX_BLOCK, or a domain's smallest)."""
+    the space (BLOCK_* values at most MAX_BLOCK, or a domain's smallest);
+    the parameters in `fixed` (those no kernel uses) keep their defaults."""
     out, seen = [dict(default)], {_key(default)}
     tries = 0
     while len(out) < n and tries < 50 * n:
         tries += 1
         c = dict(default)
         for k, v in space.items():
+            if k in fixed:
+                continue
             vs = sorted({int(x) for x in v})
             if k.startswith("BLOCK_"):
                 c[k] = rng.choice([x for x in vs if x <= MAX_BLOCK] or vs[:1])
-            elif k == "num_warps":
+            elif _warps_key(k):
                 c[k] = rng.choice([x for x in vs if x in WARPS] or vs)
-            elif k == "num_stages":
+            elif _stages_key(k):
                 c[k] = rng.choice([x for x in vs if x in STAGES] or vs)
         if _key(c) not in seen:
             seen.add(_key(c))
             out.append(c)
     return out
+
+
+_JIT = re.compile(r"^@triton\.jit[^\n]*\ndef (\w+)\(", re.M)
+_LAUNCH = re.compile(r"^[ \t]+(\w+)\[\((.*),\)\]\((.*)\)[ \t]*$", re.M)
+_EMPTY = re.compile(r"^[ \t]+\w+ = torch\.empty\(\((.*?)\), dtype=", re.M)
+
+
+def structure(src, space):
+    """How a generated module's schedule parameters map to its kernels:
+    {"kernels": [(kernel, keys)], "shaping": keys, "inert": keys}. A
+    kernel's keys are the BLOCK_* parameters its body uses (every kernel
+    takes all of them), those of its launch grid, and the config entries
+    its launch reads (num_warps, num_stages); `shaping` are the BLOCK_*
+    parameters that shape a buffer (`torch.empty` in `run`: a buffer of
+    partial results has one slot per tile of a split axis); `inert` are
+    parameters that nothing uses."""
+    bodies = {}
+    ms = list(_JIT.finditer(src))
+    for i, m in enumerate(ms):
+        end = ms[i + 1].start() if i + 1 < len(ms) else len(src)
+        chunk = src[m.end():end]
+        sig = re.search(r"\)\s*(?:->[^:\n]*)?:[ \t]*\n", chunk)  # end of the def line
+        body = chunk[sig.end():] if sig else chunk
+        bodies[m.group(1)] = re.split(r"\n(?=\S)", body, maxsplit=1)[0]  # to the next top-level line
+
+    def axis_keys(text, pattern):
+        return {f"BLOCK_{a}" for a in re.findall(pattern, text)} & set(space)
+
+    kernels = []
+    for m in _LAUNCH.finditer(src):
+        name, grid, args = m.groups()
+        if name not in bodies:
+            continue
+        keys = axis_keys(bodies[name], r"\b(?:BLOCK|NT|NTP|EVEN)_(\w+)")
+        keys |= axis_keys(grid, r"\bnt_(\w+)")
+        keys |= set(re.findall(r"cfg(?:\[|\.get\()\"(\w+)\"", args)) & set(space)
+        kernels.append((name, keys))
+    shaping = set()
+    for shape in _EMPTY.findall(src):
+        shaping |= axis_keys(shape, r"\b(?:nt|ntp|block)_(\w+)")
+    used = set().union(*(k for _, k in kernels)) if kernels else set(space)
+    return {"kernels": kernels, "shaping": shaping, "inert": set(space) - used - shaping}
+
+
+def groups(src, space):
+    """The groups of parameters the search moves one at a time: for a
+    program of several kernels, first the shared ones (those that shape a
+    buffer between kernels, or that several kernels use: num_warps and
+    num_stages unless the module has per-kernel ones), then each kernel's
+    own; for one kernel, all its parameters. Returns (groups, inert)."""
+    st = structure(src, space)
+    ks = st["kernels"]
+    if len(ks) < 2:
+        live = [k for k in space if k not in st["inert"]]
+        return ([live] if live else []), st["inert"]
+    count = {}
+    for _, keys in ks:
+        for k in keys:
+            count[k] = count.get(k, 0) + 1
+    shared = [k for k in space if k in st["shaping"] or count.get(k, 0) > 1]
+    out = [shared] if shared else []
+    for _, keys in ks:
+        own = [k for k in space if k in keys and k not in shared]
+        if own:
+            out.append(own)
+    return out, st["inert"]
 
 
 def _key(cfg):
@@ -172,22 +259,37 @@ def _key(cfg):
 def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.monotonic, progress=None, prepare=None):
     """Successive halving over candidates with a local search per survivor.
 
-    cands: [(name, default_config, config_space)], best static estimate
-    first. measure(name, cfg) -> microseconds, or None (infeasible or
-    wrong). Round 0 measures each candidate's default and `first - 1`
-    random schedules; every later round keeps the better half of the
-    candidates (by their best time) and measures up to `width` unmeasured
-    neighbours of each survivor's two best schedules. It stops when the
-    budget is spent, or when one candidate is left and a round found
-    nothing faster. `prepare([(name, cfg)])`, if given, is called with each
-    round's schedules before any of them is measured (to compile them in
-    parallel). Returns {"name", "config", "time_us", "measured", "rounds",
-    "trace"} (name None when nothing measured was correct).
+    cands: [(name, default_config, config_space)] or [(name, default,
+    space, groups, inert)] (see `groups`), best static estimate first.
+    measure(name, cfg) -> microseconds, or None (infeasible or wrong).
+    Round 0 measures each candidate's default and `first - 1` random
+    schedules (the default always, even past the budget); every later round
+    keeps the better half of the candidates (by their best time) and
+    measures up to `width` unmeasured neighbours of each survivor's two best
+    schedules. For a candidate of several kernels the neighbours move one
+    group of parameters at a time, the others fixed at the best schedule's
+    values: first those shared between kernels (buffer-shaping blocks,
+    num_warps, num_stages), then each kernel's own, timing the whole
+    program; a group stays in focus while it improves, and the candidate is
+    done when a whole cycle of groups found nothing faster. The search
+    stops when the budget is spent, or when every survivor is done (one is
+    left, or none has an unmeasured neighbour). `prepare([(name, cfg)])`,
+    if given, is called with each round's schedules before any of them is
+    measured (to compile them in parallel). Returns {"name", "config",
+    "time_us", "measured", "rounds", "trace"} (name None when nothing
+    measured was correct).
     """
     rng = random.Random(seed)
     t0 = clock()
-    times = {name: {} for name, _, _ in cands}  # name -> {cfg key: (cfg, time or None)}
-    spaces = {name: space for name, _, space in cands}
+    times = {c[0]: {} for c in cands}  # name -> {cfg key: (cfg, time or None)}
+    spaces = {c[0]: c[2] for c in cands}
+    parts = {}  # name -> [groups of keys]
+    for c in cands:
+        gs = [list(g) for g in (c[3] if len(c) > 3 and c[3] else [list(c[2])]) if g]
+        parts[c[0]] = gs or [list(c[2])]
+    inert = {c[0]: set(c[4]) if len(c) > 4 and c[4] else set() for c in cands}
+    focus = {name: 0 for name in times}
+    stale = {name: 0 for name in times}
     trace = []
 
     def run(name, cfg):
@@ -216,41 +318,64 @@ def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.m
     def spent():
         return clock() - t0 >= budget_s
 
-    def run_batch(batch):
+    def run_batch(batch, must=0):
         # Each round's schedules are known before any is timed: `prepare`
-        # (compiling them in parallel) sees them all first.
+        # (compiling them in parallel) sees them all first. The first `must`
+        # are measured even past the budget.
         if prepare and batch:
             prepare(batch)
         done = 0
-        for name, cfg in batch:
-            if spent():
+        for i, (name, cfg) in enumerate(batch):
+            if i >= must and spent():
                 break
             run(name, cfg)
             done += 1
         return done
 
-    alive = [name for name, _, _ in cands]
-    run_batch([(name, cfg) for name, default, space in cands for cfg in samples(default, space, first, rng)])
+    def moves(name):
+        """Unmeasured neighbours of the two best schedules in the focused
+        group, moving focus past groups that have none."""
+        ranked = sorted(((t, c) for c, t in times[name].values() if t is not None), key=lambda x: x[0])[:2]
+        gs = parts[name]
+        for _ in range(len(gs)):
+            picked = {}
+            for _, c in ranked:
+                for nb in neighbours(c, spaces[name], set(gs[focus[name]])):
+                    if len(picked) < width and _key(nb) not in times[name]:
+                        picked.setdefault(_key(nb), nb)
+            if picked:
+                return list(picked.values())
+            focus[name] = (focus[name] + 1) % len(gs)
+            stale[name] += 1
+        return []
+
+    alive = [c[0] for c in cands]
+    round0 = [[(name, cfg) for cfg in samples(default, space, first, rng, inert[name])] for name, default, space, *_ in cands]
+    batch0 = [b[0] for b in round0] + [x for b in round0 for x in b[1:]]
+    run_batch(batch0, must=len(round0))
     rounds = 1
     while not spent() and alive:
         alive.sort(key=lambda n: best_of(n)[0])
         if len(alive) > 1:
             alive = alive[: max(1, (len(alive) + 1) // 2)]
-        before = best()[2]
+        active = [n for n in alive if stale[n] < len(parts[n])]
+        if not active:
+            break
+        before = {n: best_of(n)[0] for n in active}
         batch = []
-        for name in alive:
-            ranked = sorted(((t, c) for c, t in times[name].values() if t is not None), key=lambda x: x[0])[:2]
-            picked = {}
-            for _, c in ranked:
-                for nb in neighbours(c, spaces[name]):
-                    if len(picked) >= width:
-                        break
-                    if _key(nb) not in times[name]:
-                        picked.setdefault(_key(nb), nb)
-            batch.extend((name, nb) for nb in picked.values())
-        fresh = run_batch(batch)
+        for name in active:
+            batch.extend((name, nb) for nb in moves(name))
+        if not batch:
+            break
+        run_batch(batch)
         rounds += 1
-        if fresh == 0 or (len(alive) == 1 and best()[2] >= before):
+        for name in active:
+            if best_of(name)[0] < before[name]:
+                stale[name] = 0
+            else:
+                stale[name] += 1
+                focus[name] = (focus[name] + 1) % len(parts[name])
+        if len(alive) == 1 and stale[alive[0]] >= len(parts[alive[0]]):
             break
     name, cfg, t = best()
     return {"name": name, "config": cfg, "time_us": None if name is None else t, "measured": len(trace), "rounds": rounds, "trace": trace}
@@ -290,50 +415,7 @@ def graph_time_us(run, inputs, rep=20):
 
 
 # ------------------------------------------------------ parallel compiling
-def _precompile_one(path, cfg):
-    """Run module `path` once under schedule `cfg` on random inputs (in a
-    worker process), so that Triton compiles it into its on-disk cache.
-    True when it ran."""
-    import torch
-
-    mod = _load(path, f"pre_{os.getpid()}")
-    dev = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
-    xs = []
-    for _, shape, dt in mod.INPUTS:
-        if dt.is_floating_point:
-            xs.append(torch.randn(shape, device=dev).to(dt))
-        else:
-            xs.append(torch.zeros(shape, device=dev, dtype=dt))
-    try:
-        mod.run(*xs, config=cfg)
-        if dev == "cuda":
-            torch.cuda.synchronize()
-        return True
-    except Exception:  # noqa: BLE001 (infeasible: the timed run reports it)
-        return False
-
-
-def precompile(jobs, workers=None, timeout=300.0):
-    """Compile the schedules `jobs` ([(module path, cfg)]) in parallel
-    worker processes (Triton's cache is on disk, so the tuner's own first
-    run of each is then a cache hit). Returns how many ran; errors and
-    schedules past `timeout` seconds are left to the timed run."""
-    import concurrent.futures as cf
-    import multiprocessing as mp
-
-    if not jobs:
-        return 0
-    n = workers or max(1, min(len(jobs), 8, (os.cpu_count() or 2) - 1))
-    ok = 0
-    ex = cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
-    try:
-        futs = [ex.submit(_precompile_one, str(p), dict(c)) for p, c in jobs]
-        done, _ = cf.wait(futs, timeout=timeout)
-        ok = sum(1 for f in done if f.exception() is None and f.result())
-    finally:
-        ex.shutdown(wait=False, cancel_futures=True)
-    return ok
-
+from .tune_pool import CompilePool, precompile  # noqa: E402  (re-exported)
 
 # ------------------------------------------------------------ files and text
 _FUNC = re.compile(r"^func @([A-Za-z_][A-Za-z0-9_$.]*)\(", re.M)
@@ -353,8 +435,9 @@ def functions(text):
 
 def schedule_text(cfg):
     """A config as the `schedule` attribute's string (blocks by name, then
-    num_warps and num_stages)."""
-    order = sorted(k for k in cfg if k.startswith("BLOCK_")) + [k for k in ("num_warps", "num_stages") if k in cfg]
+    num_warps and num_stages, then any other parameters by name)."""
+    head = sorted(k for k in cfg if k.startswith("BLOCK_")) + [k for k in ("num_warps", "num_stages") if k in cfg]
+    order = head + sorted(k for k in cfg if k not in head)
     return ",".join(f"{k}={int(cfg[k])}" for k in order)
 
 
@@ -537,9 +620,13 @@ def tune_file(path, out, budget_s=60.0, top=4, timer=None, cache=None, progress=
                 return max(errs) if errs else math.inf
 
             failures = []
+            skip = {}  # (name, cfg key) -> why: a worker found it infeasible or fatal
 
             def measure(name, cfg):
                 mod = loaded[name]
+                if (name, _key(cfg)) in skip:
+                    failures.append(f"@{name} {schedule_text(cfg)}: {skip[(name, _key(cfg))]}")
+                    return None
                 try:
                     err = run_checked(mod, cfg)
                     if err > TOL:
@@ -552,9 +639,26 @@ def tune_file(path, out, budget_s=60.0, top=4, timer=None, cache=None, progress=
                     failures.append(f"@{name} {schedule_text(cfg)}: {type(e).__name__}: {str(e).strip()[:300]}")
                     return None
 
-            cands = [(name, dict(loaded[name].DEFAULT_CONFIG), loaded[name].CONFIG_SPACE) for name, _ in mods]
-            prepare = (lambda batch: precompile([(paths[n], c) for n, c in batch])) if cuda else None
-            res = search(cands, measure, budget_s=budget_s, seed=seed, progress=progress, prepare=prepare)
+            cands = []
+            for name, src in mods:
+                space = loaded[name].CONFIG_SPACE
+                gs, inert = groups(src, space)
+                cands.append((name, dict(loaded[name].DEFAULT_CONFIG), space, gs, inert))
+            pool = CompilePool() if cuda else None
+            t_start = time.monotonic()
+
+            def prepare(batch):
+                # compile in the workers, within what is left of the budget
+                left = budget_s - (time.monotonic() - t_start)
+                for (n, c), r in zip(batch, pool.run([(paths[n], c) for n, c in batch], timeout=max(10.0, left))):
+                    if r is not None and r.get("kind") in ("infeasible", "fatal"):
+                        skip[(n, _key(c))] = f"{r['kind']} in a compile worker: {r.get('error', '')}"
+
+            try:
+                res = search(cands, measure, budget_s=budget_s, seed=seed, progress=progress, prepare=prepare if pool else None)
+            finally:
+                if pool is not None:
+                    pool.close()
         if res["name"] is None:
             first = failures[0] if failures else "nothing was measured"
             raise TuneError(f"no schedule of the {len(mods)} shortlisted candidates computed the right result (first failure: {first})")

@@ -122,7 +122,7 @@ def test_cache_takes_concurrent_writers(tmp_path):
     for p in procs:
         p.start()
     for p in procs:
-        p.join(60)
+        p.join(300)  # a spawned child imports torch: slow on a loaded machine
         assert p.exitcode == 0
     assert len(tune.Cache(path).entries()) == 100
 
@@ -216,3 +216,165 @@ def test_precompile_runs_schedules_in_worker_processes(tmp_path, monkeypatch):
     small = {k: min(v) for k, v in ns["CONFIG_SPACE"].items()}
     jobs = [(mod, ns["DEFAULT_CONFIG"]), (mod, small), (tmp_path / "missing.py", ns["DEFAULT_CONFIG"])]
     assert tune.precompile(jobs, workers=2, timeout=120) == 2
+
+
+# ------------------------------------------------ per-kernel tuning (item 1)
+TWO_KERNELS = '''
+DEFAULT_CONFIG = {"BLOCK_k64": 16, "BLOCK_g0_0": 8, "BLOCK_g1_0": 8, "BLOCK_n8": 8, "num_warps": 4, "num_stages": 2}
+
+
+@triton.jit
+def _k0__p(p_x_0, p__p_0, BLOCK_k64: tl.constexpr, NT_k64: tl.constexpr, BLOCK_g0_0: tl.constexpr, NT_g0_0: tl.constexpr, BLOCK_g1_0: tl.constexpr, NT_g1_0: tl.constexpr, BLOCK_n8: tl.constexpr):
+    """Writes %p; grid over [@k64, @g0_0]."""
+    pid = tl.program_id(0)
+    idx_k64 = pid % NT_k64
+    offs_g0_0 = (pid // NT_k64) * BLOCK_g0_0 + tl.arange(0, BLOCK_g0_0)
+    tl.store(p__p_0 + offs_g0_0, tl.load(p_x_0 + offs_g0_0))
+
+
+@triton.jit
+def _k1__y(p__p_0, p__y_0, BLOCK_k64: tl.constexpr, NT_k64: tl.constexpr, NTP_k64: tl.constexpr, BLOCK_g0_0: tl.constexpr, NT_g0_0: tl.constexpr, BLOCK_g1_0: tl.constexpr, NT_g1_0: tl.constexpr, BLOCK_n8: tl.constexpr):
+    """Writes %y; grid over [@g1_0]."""
+    ar = tl.arange(0, NTP_k64)
+    offs_g1_0 = tl.program_id(0) * BLOCK_g1_0 + tl.arange(0, BLOCK_g1_0)
+    tl.store(p__y_0 + offs_g1_0, tl.load(p__p_0 + offs_g1_0))
+
+
+def run(*inputs, config=None):
+    cfg = dict(DEFAULT_CONFIG)
+    b__p_0 = torch.empty((nt_k64, 64), dtype=torch.float16, device=dev)
+    _k0__p[(nt_k64 * nt_g0_0,)](b_x_0, b__p_0, BLOCK_k64=block_k64, NT_k64=nt_k64, BLOCK_g0_0=block_g0_0, NT_g0_0=nt_g0_0, BLOCK_g1_0=block_g1_0, NT_g1_0=nt_g1_0, BLOCK_n8=block_n8, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    b__y_0 = torch.empty((64,), dtype=torch.float16, device=dev)
+    _k1__y[(nt_g1_0,)](b__p_0, b__y_0, BLOCK_k64=block_k64, NT_k64=nt_k64, NTP_k64=ntp_k64, BLOCK_g0_0=block_g0_0, NT_g0_0=nt_g0_0, BLOCK_g1_0=block_g1_0, NT_g1_0=nt_g1_0, BLOCK_n8=block_n8, num_warps=cfg.get("num_warps_k1", cfg["num_warps"]), num_stages=cfg["num_stages"])
+    return b__y_0
+'''
+TWO_SPACE = {"BLOCK_k64": [16, 32, 64], "BLOCK_g0_0": [8, 16, 32, 64], "BLOCK_g1_0": [8, 16, 32, 64], "BLOCK_n8": [8], "num_warps": [1, 2, 4, 8], "num_warps_k1": [1, 2, 4, 8], "num_stages": [1, 2, 3]}
+
+
+def test_structure_maps_parameters_to_kernels():
+    st = tune.structure(TWO_KERNELS, TWO_SPACE)
+    assert [k for k, _ in st["kernels"]] == ["_k0__p", "_k1__y"]
+    k0, k1 = (keys for _, keys in st["kernels"])
+    # every kernel takes every block; each uses only its own, its grid's and its launch's
+    assert k0 == {"BLOCK_k64", "BLOCK_g0_0", "num_warps", "num_stages"}
+    assert k1 == {"BLOCK_k64", "BLOCK_g1_0", "num_warps", "num_warps_k1", "num_stages"}
+    assert st["shaping"] == {"BLOCK_k64"}  # one slot of partial results per k64 tile
+    assert st["inert"] == {"BLOCK_n8"}
+    gs, inert = tune.groups(TWO_KERNELS, TWO_SPACE)
+    assert gs == [["BLOCK_k64", "num_warps", "num_stages"], ["BLOCK_g0_0"], ["BLOCK_g1_0", "num_warps_k1"]]
+    assert inert == {"BLOCK_n8"}
+    # one kernel: one group of everything it uses
+    one = TWO_KERNELS.split("@triton.jit")[0] + "@triton.jit" + TWO_KERNELS.split("@triton.jit")[1]
+    one += "\n\ndef run(*inputs, config=None):\n    _k0__p[(nt_k64 * nt_g0_0,)](b_x_0, num_warps=cfg[\"num_warps\"], num_stages=cfg[\"num_stages\"])\n"
+    gs1, inert1 = tune.groups(one, TWO_SPACE)
+    assert len(gs1) == 1 and set(gs1[0]) == {"BLOCK_k64", "BLOCK_g0_0", "num_warps", "num_stages"}
+
+
+@pytest.mark.skipif(os.environ.get("EFIR_SKIP_TRITON") == "1", reason="no triton")
+def test_structure_of_emitted_split_k_candidates(tmp_path):
+    """The parse follows what efir-translate emits: a saturated gated_mlp
+    has a candidate whose first kernel writes partial sums, one slot per
+    k tile, that a second kernel reduces."""
+    sys.path.insert(0, str(ROOT / "python" / "tests"))
+    import triton_harness as h
+
+    cands = tmp_path / "cands.efir"
+    h.sh(h.tool("efir-opt"), str(ROOT / "examples" / "small" / "gated_mlp.efir"), "--saturate", "--compact=max-candidates=4", "-o", str(cands))
+    out = tmp_path / "py"
+    h.sh(h.tool("efir-translate"), "--to-triton", str(cands), "--top", "4", "--output-dir", str(out))
+    found = 0
+    for f in sorted(out.glob("*.py")):
+        src = f.read_text()
+        ns = {}
+        exec(src.split("\nINPUTS = [")[0], ns)
+        space = ns["CONFIG_SPACE"]
+        st = tune.structure(src, space)
+        assert len(st["kernels"]) == src.count("@triton.jit"), f.name
+        gs, inert = tune.groups(src, space)
+        flat = [k for g in gs for k in g]
+        assert len(flat) == len(set(flat)) and set(flat) | inert == set(space), f.name
+        if len(st["kernels"]) > 1 and st["shaping"]:
+            found += 1
+            assert set(st["shaping"]) <= set(gs[0]) and {"num_warps", "num_stages"} <= set(gs[0])
+            assert all(set(g).isdisjoint(st["shaping"]) for g in gs[1:])
+            assert len(gs) >= 3  # shared, then each kernel's own blocks
+    assert found, "no split-k candidate among the first four"
+
+
+def test_search_tunes_one_kernel_at_a_time():
+    """A two-kernel program whose time is the sum of its kernels' (a bowl
+    per kernel in its own blocks, both depending on the shared block): the
+    search finds the optimum, and after round 0 each round moves one
+    group of one candidate's parameters, the others as in a measured
+    schedule."""
+    space = {"BLOCK_k": [16, 32, 64, 128, 256], "BLOCK_a": [1, 2, 4, 8, 16, 32, 64, 128], "BLOCK_b": [1, 2, 4, 8, 16, 32, 64, 128],
+             "BLOCK_c": [1, 2, 4, 8, 16, 32, 64, 128], "BLOCK_d": [1, 2, 4, 8, 16, 32, 64, 128], "BLOCK_z": [1, 2, 4], "num_warps": [1, 2, 4, 8], "num_stages": [1, 2, 3, 4, 5]}
+    default = {"BLOCK_k": 16, "BLOCK_a": 1, "BLOCK_b": 1, "BLOCK_c": 1, "BLOCK_d": 1, "BLOCK_z": 1, "num_warps": 4, "num_stages": 2}
+    gs = [["BLOCK_k", "num_warps", "num_stages"], ["BLOCK_a", "BLOCK_b"], ["BLOCK_c", "BLOCK_d"]]
+    k0 = bowl({"BLOCK_a": 32, "BLOCK_b": 16})
+    k1 = bowl({"BLOCK_c": 64, "BLOCK_d": 8}, 2.0)
+    shared = bowl({"BLOCK_k": 64, "num_warps": 8})
+    clock = FakeClock()
+
+    def measure(name, cfg):
+        clock.t += 0.1
+        assert cfg["BLOCK_z"] == 1  # inert: never moved
+        return k0(cfg) + k1(cfg) + shared(cfg)
+
+    batches = []
+    res = tune.search([("p", default, space, gs, {"BLOCK_z"})], measure, budget_s=1e9, clock=clock,
+                      prepare=lambda b: batches.append([dict(c) for _, c in b]))
+    best = {"BLOCK_k": 64, "BLOCK_a": 32, "BLOCK_b": 16, "BLOCK_c": 64, "BLOCK_d": 8, "num_warps": 8}
+    assert {k: res["config"][k] for k in best} == best
+    assert res["time_us"] == pytest.approx(40.0)
+    seen = [tuple(sorted(c.items())) for c in batches[0]]
+    for b in batches[1:]:
+        moved = set()
+        for c in b:
+            near = [dict(s) for s in seen if sum(dict(s)[k] != c[k] for k in c) == 1]
+            assert near, c  # one step from a measured schedule
+            moved |= {k for k in c if c[k] != near[0][k]}
+        assert any(moved <= set(g) for g in gs), moved  # one group per round
+        seen += [tuple(sorted(c.items())) for c in b]
+    assert res["measured"] < 120
+
+
+COMPILE_MOD = '''
+import time
+import torch
+
+INPUTS = [("x", (4,), torch.float32)]
+
+
+class OutOfResources(Exception):
+    pass
+
+
+def run(x, config=None):
+    if config["BLOCK"] > 64:
+        raise OutOfResources("out of resource: shared memory, Required: 262144, Hardware limit: 232448")
+    if config["BLOCK"] == 3:
+        time.sleep(600)
+    return x * 2
+'''
+
+
+def test_compile_pool_classifies_and_outlives_a_hung_job(tmp_path):
+    mod = tmp_path / "m.py"
+    mod.write_text(COMPILE_MOD)
+    pool = tune.CompilePool(workers=2)
+    try:
+        res = pool.run([(mod, {"BLOCK": 32}), (mod, {"BLOCK": 128}), (tmp_path / "gone.py", {"BLOCK": 1})], timeout=240)
+        assert res[0] == {"ok": True, "id": res[0]["id"]}
+        assert res[1]["kind"] == "infeasible" and "OutOfResources" in res[1]["error"]
+        assert res[2]["kind"] == "error"
+        before = [w["proc"] for w in pool.procs]
+        t0 = tune.time.monotonic()
+        res = pool.run([(mod, {"BLOCK": 3}), (mod, {"BLOCK": 16})], timeout=4)
+        assert tune.time.monotonic() - t0 < 15
+        assert res[0] is None and res[1]["ok"]  # hung past the deadline; the other worker went on
+        hung = [p for p in before if p not in [w["proc"] for w in pool.procs]]
+        assert len(hung) == 1 and hung[0].poll() is not None  # killed and replaced
+        assert len(pool.procs) == 2
+    finally:
+        pool.close()

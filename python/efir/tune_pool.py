@@ -1,0 +1,209 @@
+"""Compiling schedules in worker processes, for the tuner (`efir.tune`).
+
+Each worker is a plain `python -c` subprocess that loads this file alone
+(its imports are the standard library's) and runs candidate modules under
+the schedules it is sent, so that Triton compiles them into its on-disk
+cache and the timed process finds them compiled. Workers never import the
+caller's `__main__` (multiprocessing's spawn would re-run a script that
+calls `efir.compile` at top level) nor the efir package.
+"""
+
+import importlib.util
+import json
+import os
+import pathlib
+import time
+
+
+def _load(path, tag):
+    spec = importlib.util.spec_from_file_location(f"efir_tune_{tag}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+FATAL = ("illegal memory access", "illegal instruction", "unspecified launch failure", "misaligned address", "device-side assert")
+INFEASIBLE = ("outofresources", "out of resource", "shared memory", "too many resources", "registers")
+
+
+def _compile_job(path, cfg, mods):
+    """Run module `path` once under schedule `cfg` on random inputs (in a
+    worker process), so that Triton compiles it into its on-disk cache:
+    {"ok"} or {"ok": False, "error", "kind"} where kind is "infeasible"
+    (does not compile or fit), "fatal" (broke the CUDA context), "oom"
+    (out of GPU memory: the GPU is shared, so not a verdict) or "error"."""
+    import torch
+
+    xs = out = None
+    try:
+        if path not in mods:
+            mods[path] = _load(path, f"pre_{os.getpid()}_{len(mods)}")
+        mod = mods[path]
+        dev = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
+        xs = []
+        for _, shape, dt in mod.INPUTS:
+            if dt.is_floating_point:
+                xs.append(torch.randn(shape, device=dev).to(dt))
+            else:
+                xs.append(torch.zeros(shape, device=dev, dtype=dt))
+        out = mod.run(*xs, config=cfg)
+        if dev == "cuda":
+            torch.cuda.synchronize()
+        return {"ok": True}
+    except Exception as e:  # noqa: BLE001 (reported to the parent)
+        text = f"{type(e).__name__}: {str(e).strip()[:400]}"
+        low = text.lower()
+        if isinstance(e, torch.cuda.OutOfMemoryError):
+            kind = "oom"
+        elif any(f in low for f in FATAL):
+            kind = "fatal"
+        elif type(e).__name__ in ("OutOfResources", "CompilationError", "CompileTimeAssertionFailure") or any(f in low.replace(" ", "") for f in (x.replace(" ", "") for x in INFEASIBLE)):
+            kind = "infeasible"
+        else:
+            kind = "error"
+        return {"ok": False, "error": text, "kind": kind}
+    finally:
+        xs = out = None
+        try:
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _worker_main():
+    """A compile worker (`CompilePool`): reads {"path", "cfg"} JSON lines on
+    stdin, answers each with `_compile_job`'s result on its stdout (the
+    real one; anything printed goes to stderr). Exits at end of input, and
+    after a fatal CUDA error."""
+    import sys
+
+    proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    mods = {}
+    proto.write(json.dumps({"ready": os.getpid()}) + "\n")
+    proto.flush()
+    for line in sys.stdin:
+        job = json.loads(line)
+        res = _compile_job(job["path"], job["cfg"], mods)
+        res["id"] = job["id"]
+        proto.write(json.dumps(res) + "\n")
+        proto.flush()
+        if res.get("kind") == "fatal":
+            os._exit(3)
+
+
+class CompilePool:
+    """Worker processes that compile schedules, so that the timed process
+    finds them in Triton's on-disk cache. The workers are plain
+    `python -c` subprocesses that import only efir (never the caller's
+    __main__, which multiprocessing's spawn would re-run: a script calling
+    `efir.compile` at top level), started on first use and kept for the
+    pool's life; a worker past a job's deadline is killed and replaced."""
+
+    def __init__(self, workers=None):
+        self.n = workers or max(1, min(8, (os.cpu_count() or 2) - 1))
+        self.procs = []
+        self.next_id = 0
+
+    def _spawn(self):
+        import subprocess
+        import sys
+
+        # this file alone (its imports are the standard library's), not the
+        # efir package, whose import pulls in torch._dynamo
+        me = str(pathlib.Path(__file__).resolve())
+        code = f"import importlib.util as u; s = u.spec_from_file_location('efir_tune_pool_worker', {me!r}); m = u.module_from_spec(s); s.loader.exec_module(m); m._worker_main()"
+        p = subprocess.Popen([sys.executable, "-u", "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+        return {"proc": p, "job": None, "t0": 0.0, "ready": False, "buf": b""}
+
+    def _kill(self, w):
+        try:
+            w["proc"].kill()
+            w["proc"].wait(10)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def run(self, jobs, timeout=300.0):
+        """Compile `jobs` ([(module path, cfg)]); returns one result per job
+        (see `_compile_job`), None for a job not done within `timeout`
+        seconds of this call."""
+        import selectors
+
+        if not jobs:
+            return []
+        while len(self.procs) < min(self.n, len(jobs)):
+            self.procs.append(self._spawn())
+        results = [None] * len(jobs)
+        ids = {}
+        queue = list(range(len(jobs)))
+        queue.reverse()
+        deadline = time.monotonic() + timeout
+        while True:
+            now = time.monotonic()
+            for i, w in enumerate(self.procs):
+                if w["proc"].poll() is not None:  # died: replace it
+                    self.procs[i] = w = self._spawn()
+                if w["job"] is None and queue:
+                    j = queue.pop()
+                    self.next_id += 1
+                    ids[self.next_id] = j
+                    try:
+                        w["proc"].stdin.write((json.dumps({"id": self.next_id, "path": str(jobs[j][0]), "cfg": dict(jobs[j][1])}) + "\n").encode())
+                        w["job"], w["t0"] = self.next_id, now
+                    except OSError:
+                        queue.append(j)
+            busy = [w for w in self.procs if w["job"] is not None and w["job"] in ids]
+            if not busy or now >= deadline:
+                break
+            sel = selectors.DefaultSelector()
+            for w in self.procs:
+                sel.register(w["proc"].stdout, selectors.EVENT_READ, w)
+            ready = sel.select(timeout=min(1.0, max(0.0, deadline - now)))
+            sel.close()
+            for key, _ in ready:
+                w = key.data
+                chunk = os.read(w["proc"].stdout.fileno(), 1 << 16)
+                if not chunk:  # end of output: the worker died
+                    if w["job"] in ids:
+                        results[ids[w["job"]]] = {"ok": False, "error": f"worker died (exit {w['proc'].wait()})", "kind": "fatal"}
+                    w["job"] = None
+                    continue
+                w["buf"] += chunk
+                *lines, w["buf"] = w["buf"].split(b"\n")
+                for line in lines:
+                    msg = json.loads(line)
+                    if "ready" in msg:
+                        w["ready"] = True
+                    elif msg.get("id") == w["job"]:
+                        results[ids[msg["id"]]] = msg
+                        w["job"] = None
+        # jobs still running past the deadline: their workers are replaced
+        for i, w in enumerate(self.procs):
+            if w["job"] is not None:
+                self._kill(w)
+                self.procs[i] = self._spawn()
+        return results
+
+    def close(self):
+        for w in self.procs:
+            try:
+                w["proc"].stdin.close()
+            except OSError:
+                pass
+        for w in self.procs:
+            try:
+                w["proc"].wait(10)
+            except Exception:  # noqa: BLE001
+                self._kill(w)
+        self.procs = []
+
+
+def precompile(jobs, workers=None, timeout=300.0):
+    """Compile the schedules `jobs` ([(module path, cfg)]) in worker
+    processes (`CompilePool`); returns how many ran."""
+    pool = CompilePool(workers)
+    try:
+        return sum(1 for r in pool.run(jobs, timeout) if r and r.get("ok"))
+    finally:
+        pool.close()
