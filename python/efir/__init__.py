@@ -7,8 +7,13 @@ When the package was built with maturin (docs/python.md), the native module
 `run_passes`, `to_triton`), `NATIVE` is true and its `EfirError` and
 `EfirWarning` are exported here; otherwise `efir.compile` runs the
 `efir-opt` and `efir-translate` binaries. The importer and `compile` need
-torch; the native module alone does not.
+torch; the native module alone does not. `EFIR_LOG=debug|info|warn|error`
+prints the `efir` logger's records of that level and above on stderr.
 """
+
+from . import log as _log
+
+_log.configure()  # EFIR_LOG=debug|info|warn|error (efir/log.py)
 
 try:
     from ._efir import EfirError, EfirWarning

@@ -4,6 +4,12 @@
 - `python -m efir tune CANDS.efir -o TUNED.efir [--budget SECONDS] [--top K]`
   (see `efir.tune`)
 - `python -m efir cache list|clear`: the tuning cache
+- `python -m efir report RESULTS.json [-o PLOT.png] [--markdown]`: a
+  bench/gpu/run.py results file as a table, and as a bar chart with -o
+  (matplotlib; see `efir.report`)
+
+`-v`/`--verbose` (before the subcommand) prints the `efir` logger's INFO
+records on stderr, `-vv` its DEBUG records (as EFIR_LOG=info|debug does).
 
 NAME is a torch.nn.Module subclass (constructed without arguments) or a
 function of tensors; each --example-shapes gives one input's shape and dtype
@@ -16,23 +22,23 @@ import importlib.util
 import os
 import sys
 
-import torch
-
-from .importer import ImportError_, import_program
-
-DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+# torch is imported by the subcommands that need it (`report` does not)
+DT = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 
 
 def _example(spec):
+    import torch
+
     shape, _, dt = spec.partition(":")
     if dt and dt not in DT:
         raise SystemExit(f"error: unknown dtype `{dt}` in `{spec}` (f16, bf16, f32)")
     dims = [int(d) for d in shape.split("x") if d]
-    return torch.randn(*dims, dtype=DT.get(dt or "f32"))
+    return torch.randn(*dims, dtype=getattr(torch, DT.get(dt or "f32")))
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m efir")
+    ap.add_argument("-v", "--verbose", action="count", default=0, help="print the efir logger's INFO records (-vv: DEBUG) on stderr, as EFIR_LOG does")
     sub = ap.add_subparsers(dest="cmd", required=True)
     imp = sub.add_parser("import", help="import a PyTorch program as .efir")
     imp.add_argument("target", help="FILE.py:NAME")
@@ -45,11 +51,27 @@ def main(argv=None):
     tun.add_argument("--top", type=int, default=4, help="candidates shortlisted by static estimate (default 4)")
     cac = sub.add_parser("cache", help="the tuning cache")
     cac.add_argument("action", choices=["list", "clear"])
+    rep = sub.add_parser("report", help="a bench/gpu/run.py results file as a table (and a chart with -o)")
+    rep.add_argument("results", help="RESULTS.json, as bench/gpu/run.py or table.py writes it")
+    rep.add_argument("-o", dest="out", help="draw the chart into this file (PNG; needs matplotlib)")
+    rep.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     args = ap.parse_args(argv)
+    if args.verbose:
+        from .log import configure
+
+        configure("debug" if args.verbose > 1 else "info")
+    if args.cmd == "report":
+        from .report import main as report
+
+        return report(args)
     if args.cmd == "tune":
         return _tune(args)
     if args.cmd == "cache":
         return _cache(args)
+    import torch
+
+    from .importer import ImportError_, import_program
+
     path, _, name = args.target.partition(":")
     spec = importlib.util.spec_from_file_location("efir_user_program", path)
     if spec is None or not name:
@@ -88,28 +110,19 @@ def _tune(args):
     if args.top < 1:
         print(f"error: --top must be at least 1, found {args.top}", file=sys.stderr)
         return 2
-    bar = None
-    try:
-        from tqdm import tqdm
+    from .log import bar
 
-        if sys.stderr.isatty():
-            bar = tqdm(desc="tune", unit="schedule", file=sys.stderr)
-    except ImportError:
-        pass
+    with bar("tune", unit="schedule") as b:
 
-    def progress(name, cfg, t, best):
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix_str(f"{name} best {best:.1f} us" if best < float("inf") else name)
+        def progress(name, cfg, t, best):
+            b.update(1)
+            b.set_postfix_str(f"{name} best {best:.1f} us" if best < float("inf") else name)
 
-    try:
-        res = tune_file(args.input, args.out, budget_s=args.budget, top=args.top, progress=progress)
-    except (TuneError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    finally:
-        if bar is not None:
-            bar.close()
+        try:
+            res = tune_file(args.input, args.out, budget_s=args.budget, top=args.top, progress=progress)
+        except (TuneError, OSError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
     how = "from the cache" if res["cached"] else f"{res['measured']} schedules measured"
     print(f"@{res['candidate']}: {res['time_us']:.1f} us ({how}) -> {args.out}", file=sys.stderr)
     return 0

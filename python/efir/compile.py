@@ -18,6 +18,7 @@ or `workdir=` is given.
 
 import ast
 import builtins
+import collections
 import hashlib
 import itertools
 import linecache
@@ -36,6 +37,7 @@ import warnings
 import torch
 
 from .importer import DTYPES, ImportError_, import_program
+from .log import bar
 
 try:
     from . import _efir
@@ -107,64 +109,71 @@ def _stderr_warnings(stderr):
     return ["\n".join(w).rstrip() for w in out]
 
 
-def _run(args, diags):
-    r = subprocess.run(args, capture_output=True, text=True)
-    if r.returncode != 0:
-        # The first diagnostic's headline goes on the first line, which is
-        # what the torch.compile backend's fallback warning shows.
-        err = r.stderr.strip()[-2000:]
-        lines = [l.strip() for l in r.stderr.splitlines() if l.strip()]
-        heads = [l for l in lines if l.startswith(("error", "warning"))]
-        reason = heads[0] if heads else (lines[0] if lines else f"exit status {r.returncode}")
-        raise CompileError(f"{pathlib.Path(args[0]).name} failed: {reason}\n{err}", diagnostic=err)
-    for w in _routine(diags, _stderr_warnings(r.stderr)):
-        warnings.warn(f"efir: {w}", stacklevel=4)
-    return r
+class _Stages:
+    """The Rust stages of `compile`, each written once as the tool's command
+    line (`efir-opt FLAGS`, `efir-translate FLAGS`) and run either in-process
+    by the native module `efir._efir` (`nat`) or as the binary; both read
+    `work/SRC` and write `work/OUT`, and both report alike: a failure is a
+    CompileError whose first line is `TOOL FLAGS failed: <first
+    diagnostic>`, with the rendered diagnostics in `.diagnostic` and the
+    first code in `.code`; routine warnings (E0706, E0801) go to `diags` and
+    the DEBUG log, other warnings are issued (EfirWarning in-process,
+    UserWarning from a binary)."""
+
+    def __init__(self, work, nat, diags):
+        self.work, self.nat, self.diags = work, nat, diags
+
+    def opt(self, flags, src, out):
+        """`efir-opt SRC FLAGS -o OUT`."""
+        self._run("efir-opt", flags, src, out, lambda text, name: (self.nat.run_passes(text, flags, filename=name), None))
+
+    def translate(self, src, out):
+        """`efir-translate --to-triton SRC --top 1 -o OUT`: the best candidate
+        by static estimate (a tuned file holds one, with its schedule) as a
+        Python module; returns its program name and, from the binary, the
+        ranking that `--print-plan` prints (None in-process)."""
+
+        def native(text, name):
+            (prog, source), *_ = self.nat.to_triton(text, filename=name, top=1)
+            return source, prog
+
+        return self._run("efir-translate", ["--to-triton", "--top", "1"], src, out, native, cli_only=["--print-plan"])
+
+    def _run(self, tool, flags, src, out, native, cli_only=()):
+        what = " ".join([tool, *flags])
+        src, out = self.work / src, self.work / out
+        if self.nat is None:
+            r = subprocess.run([_bin(tool), str(src), *flags, *cli_only, "-o", str(out)], capture_output=True, text=True)
+            if r.returncode != 0:
+                lines = [l.strip() for l in r.stderr.splitlines() if l.strip()]
+                heads = [l for l in lines if l.startswith(("error", "warning"))]
+                reason = heads[0] if heads else (lines[0] if lines else f"exit status {r.returncode}")
+                err = r.stderr.strip()[-4000:]
+                raise CompileError(f"{what} failed: {reason}\n{err}", diagnostic=err, code=_code(reason))
+            for w in _routine(self.diags, _stderr_warnings(r.stderr)):
+                warnings.warn(f"efir: {w}", stacklevel=5)
+            return _chosen(r.stderr)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", self.nat.EfirWarning)
+            try:
+                text, result = native(src.read_text(), str(src))
+            except self.nat.EfirError as e:
+                # The first line names the stage and the first error (the
+                # torch.compile fallback warning shows only that line).
+                raise CompileError(f"{what} failed: {e}", diagnostic=str(e), code=e.code) from e
+        out.write_text(text)
+        ours = [w for w in caught if issubclass(w.category, self.nat.EfirWarning)]
+        for w in caught:
+            if w not in ours:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        for w in _routine(self.diags, [str(w.message) for w in ours]):
+            warnings.warn(w, self.nat.EfirWarning, stacklevel=5)
+        return result, None
 
 
-def _in_process(what, diags, fn):
-    """Run a native stage: EfirError becomes CompileError with the rendered
-    diagnostic; routine warnings (EfirWarning E0706, E0801) go to `diags`
-    and the DEBUG log, others are issued again."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", _efir.EfirWarning)
-        try:
-            out = fn()
-        except _efir.EfirError as e:
-            # The first line names the stage and the first error (the torch.compile
-            # fallback warning shows only that line).
-            raise CompileError(f"{what} failed: {e}", diagnostic=str(e), code=e.code) from e
-    others = [w for w in caught if not issubclass(w.category, _efir.EfirWarning)]
-    rest = _routine(diags, [str(w.message) for w in caught if issubclass(w.category, _efir.EfirWarning)])
-    for w in others:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    for w in rest:
-        warnings.warn(w, _efir.EfirWarning, stacklevel=4)
-    return out
-
-
-def _saturate_compact(work, candidates, diags, nat):
-    flags = ["--saturate", f"--compact=max-candidates={candidates}"]
-    if nat is None:
-        _run([_bin("efir-opt"), str(work / "program.efir"), *flags, "-o", str(work / "cands.efir")], diags)
-        return
-    text = (work / "program.efir").read_text()
-    out = _in_process("efir-opt " + " ".join(flags), diags, lambda: nat.run_passes(text, flags, filename=str(work / "program.efir")))
-    (work / "cands.efir").write_text(out)
-
-
-def _to_triton(work, diags, nat, cands="cands.efir"):
-    """Translate the best candidate of `cands` (in `work`) by static
-    estimate (a tuned file holds one, with its schedule); returns its
-    program name and, from the binary, the ranking that `--print-plan`
-    prints."""
-    if nat is None:
-        r = _run([_bin("efir-translate"), "--to-triton", str(work / cands), "--top", "1", "--print-plan", "-o", str(work / "kernels.py")], diags)
-        return _chosen(r.stderr)
-    text = (work / cands).read_text()
-    progs = _in_process("efir-translate --to-triton --top 1", diags, lambda: nat.to_triton(text, filename=str(work / cands), top=1))
-    (work / "kernels.py").write_text(progs[0][1])
-    return progs[0][0], None
+def _code(headline):
+    m = re.match(r"(?:error|warning)\[(E\d{4})\]", headline)
+    return m.group(1) if m else None
 
 
 def _chosen(plans):
@@ -348,31 +357,30 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
     work = pathlib.Path(workdir or tempfile.mkdtemp(prefix="efir-"))
     work.mkdir(parents=True, exist_ok=True)
     diags, stages = [], {}
+    nat = native()
+    tools = _Stages(work, nat, diags)
     try:
-        ep = _stage("export", quiet, stages, lambda: torch.export.export(module, inputs))
+        ep = _stage("export", quiet, stages, lambda: _export(module, inputs))
         text = _stage("import", quiet, stages, lambda: import_program(ep, "program"))
         (work / "program.efir").write_text(text)
-        nat = native()
-        _stage("saturate + compact", quiet, stages, lambda: _saturate_compact(work, candidates, diags, nat))
+        flags = ["--saturate", f"--compact=max-candidates={candidates}"]
+        _stage("saturate + compact", quiet, stages, lambda: tools.opt(flags, "program.efir", "cands.efir"))
         budget = _tune_budget(tune, inputs, quiet)
         cands, tuned = "cands.efir", None
         if budget:
-            tuned = _stage("tune", quiet, stages, lambda: _tune(work, ep, module, inputs, budget, candidates))
+            tuned = _stage("tune", quiet, stages, lambda: _tune(work, ep, module, inputs, budget, candidates, quiet))
             cands = "tuned.efir"
-        program, ranking = _stage("lower to Triton", quiet, stages, lambda: _to_triton(work, diags, nat, cands))
+        program, ranking = _stage("lower to Triton", quiet, stages, lambda: tools.translate(cands, "kernels.py"))
         source = (work / "kernels.py").read_text()
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
     mod = _load(work / "kernels.py", source)
     report = Report(program, _estimate(source), work / "kernels.py", keep, ranking, diags, stages, tuned)
-    state = _state(ep)
-    n_user = sum(1 for s in ep.graph_signature.input_specs if not s.target)
+    args = _Args(ep)
 
     def run(*user):
-        if len(user) != n_user:
-            raise TypeError(f"the compiled program takes {n_user} inputs, got {len(user)}")
-        return mod.run(*_program_args(ep, state, user), config=config)
+        return mod.run(*args(user), config=config)
 
     run.module = mod
     run.source = source
@@ -384,6 +392,17 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
     return run
 
 
+def _export(module, inputs):
+    """torch.export of `module` on `inputs`; its failures (of many kinds:
+    unsupported Python, data-dependent control flow, an op that fails on
+    the inputs) become CompileError, with the original as the cause."""
+    try:
+        return torch.export.export(module, tuple(inputs))
+    except Exception as e:  # noqa: BLE001 (torch.export raises many types; reclassified, not hidden)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise CompileError(f"export failed: {type(e).__name__}: {first}", diagnostic=str(e)) from e
+
+
 def _state(ep):
     """The exported program's parameters, buffers and constants by name."""
     state = dict(ep.state_dict)
@@ -391,69 +410,183 @@ def _state(ep):
     return state
 
 
-def _program_args(ep, state, user):
-    """The program's arguments: parameters and buffers in its argument
-    order, then the user inputs."""
-    it = iter(user)
-    return [state[s.target].to(user[0].device) if s.target else next(it) for s in ep.graph_signature.input_specs]
+class _Args:
+    """The program's arguments from the user's inputs: parameters, buffers
+    and constants in the program's argument order, then the user inputs.
+    The state is moved to the inputs' device once per device (on its own
+    device it is the module's own tensor, so in-place updates are seen)."""
+
+    def __init__(self, ep):
+        state = _state(ep)
+        self.order = [state[s.target] if s.target else None for s in ep.graph_signature.input_specs]
+        self.n_user = sum(1 for t in self.order if t is None)
+        self.on = {}
+
+    def __call__(self, user):
+        if len(user) != self.n_user:
+            raise TypeError(f"the compiled program takes {self.n_user} inputs, got {len(user)}")
+        dev = next((u.device for u in user if isinstance(u, torch.Tensor)), None)
+        fixed = self.on.get(dev)
+        if fixed is None:
+            fixed = self.on[dev] = [t.to(dev) if isinstance(t, torch.Tensor) and dev is not None else t for t in self.order]
+        it = iter(user)
+        return [next(it) if t is None else t for t in fixed]
 
 
-def _tune(work, ep, module, inputs, budget, candidates):
+def _tune(work, ep, module, inputs, budget, candidates, quiet):
     """Tune `work/cands.efir` into `work/tuned.efir` on the example inputs,
-    checked against eager PyTorch; the tuner's summary."""
+    checked against eager PyTorch; the tuner's summary. A progress bar
+    (schedules measured, best time) is drawn on a terminal unless `quiet`."""
     from . import tune as _t
 
     with torch.no_grad():
         expected = module(*inputs)
     expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
-    try:
-        return _t.tune_file(
-            work / "cands.efir",
-            work / "tuned.efir",
-            budget_s=budget,
-            top=max(1, min(4, candidates)),
-            inputs=_program_args(ep, _state(ep), inputs),
-            expected=expected,
-        )
-    except _t.TuneError as e:
-        raise CompileError(f"tuning found no correct schedule: {e}") from e
+    with bar("tune", unit="schedule", enabled=not quiet) as b:
+
+        def progress(name, cfg, t, best):
+            b.update(1)
+            b.set_postfix_str(f"best {best:.1f} us" if best < float("inf") else name)
+
+        try:
+            return _t.tune_file(
+                work / "cands.efir",
+                work / "tuned.efir",
+                budget_s=budget,
+                top=max(1, min(4, candidates)),
+                inputs=_Args(ep)(inputs),
+                expected=expected,
+                progress=progress,
+            )
+        except _t.TuneError as e:
+            raise CompileError(f"tuning found no correct schedule: {e}") from e
 
 
-_BACKEND_OPTIONS = ("candidates", "tune")
+_BACKEND_OPTIONS = ("candidates", "tune", "max_shapes")
+MAX_SHAPES = 8
 
 
 def _backend(gm, example_inputs, options=None):
-    """The torch.compile backend: the whole graph through `compile`; where
-    the importer refuses an op, the parts it supports (`_partial`), the rest
-    left to PyTorch; where that fails too, the whole graph eagerly. One
-    warning says what ran eagerly and why. `options` (torch.compile's
-    `options=`): `candidates` and `tune`, passed to `compile`."""
+    """The torch.compile backend. Returns a `_ShapeCache` for `gm`: at each
+    call with input shapes (and integer arguments) it has not seen, the
+    graph is compiled for those shapes (`_compile_graph`) and kept, at most
+    `max_shapes` of them (least recently used dropped). So a graph that
+    torch.compile made dynamic (its sizes are SymInt arguments once a dim
+    varies) runs compiled at every size, each size compiled once.
+    `options` (torch.compile's `options=`): `candidates` and `tune`, passed
+    to `compile`, and `max_shapes` (default MAX_SHAPES)."""
     opts = dict(options or {})
     bad = sorted(set(opts) - set(_BACKEND_OPTIONS))
     if bad:
         raise ValueError(f"efir backend: unknown option(s) {bad} (accepted: {', '.join(_BACKEND_OPTIONS)})")
-    xs = [torch.empty_like(x) if not isinstance(x, torch.Tensor) else x for x in example_inputs]
-    try:
-        compiled = compile(gm, xs, quiet=True, **opts)
-    except (ImportError_, CompileError, Exception) as e:  # noqa: BLE001
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if isinstance(e, ImportError_):
-            try:
-                partial, why = _partial(gm, xs, opts)
-            except Exception as pe:  # noqa: BLE001
-                log.debug("efir: partial compilation failed: %s", pe)
-                partial, why = None, None
-            if partial is not None:
-                warnings.warn(f"efir: left to eager PyTorch: {why}", stacklevel=2)
-                return partial
-        warnings.warn(f"efir: falling back to eager: {first}", stacklevel=2)
-        return gm.forward
+    max_shapes = opts.pop("max_shapes", MAX_SHAPES)
+    if not isinstance(max_shapes, int) or max_shapes < 1:
+        raise ValueError(f"efir backend: max_shapes must be a positive integer, got {max_shapes!r}")
+    return _ShapeCache(gm, opts, max_shapes)
 
-    def call(*args):
-        out = compiled(*args)
-        return (out,) if isinstance(out, torch.Tensor) else out
 
-    return call
+def _signature(args):
+    """What a graph is compiled for: each tensor's shape, dtype and device,
+    and the value of each other argument (a size torch.compile passes as a
+    SymInt, a Python scalar)."""
+    return tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else (type(a), a) for a in args)
+
+
+def _describe(a):
+    return "x".join(map(str, a.shape)) + ":" + str(a.dtype).removeprefix("torch.") if isinstance(a, torch.Tensor) else repr(a)
+
+
+class _ShapeCache:
+    """A torch.compile graph compiled once per input signature (`_signature`),
+    the `max_shapes` most recently used kept. `compiles` counts the
+    compiles made; `shapes` lists the signatures kept."""
+
+    def __init__(self, gm, opts, max_shapes):
+        self.gm, self.opts, self.max_shapes = gm, opts, max_shapes
+        self.cache = collections.OrderedDict()
+        self.compiles = 0
+        self.warned = set()
+
+    @property
+    def shapes(self):
+        return list(self.cache)
+
+    def __call__(self, *args):
+        key = _signature(args)
+        fn = self.cache.get(key)
+        if fn is None:
+            log.info("efir: compiling a graph for inputs %s (compile %d)", ", ".join(_describe(a) for a in args), self.compiles + 1)
+            fn = self._compile(args)
+            self.compiles += 1
+            self.cache[key] = fn
+            if len(self.cache) > self.max_shapes:
+                self.cache.popitem(last=False)
+        else:
+            self.cache.move_to_end(key)
+        return fn(*args)
+
+    def _warn(self, msg):
+        # once per graph and message: a graph that falls back at every new
+        # shape says so once
+        if msg not in self.warned:
+            self.warned.add(msg)
+            warnings.warn(msg, stacklevel=3)
+
+    def _compile(self, args):
+        """`gm` for these arguments: compiled whole by `compile`; where the
+        importer refuses an op, the parts it supports (`_partial`), the rest
+        left to PyTorch; where that fails too, `gm` itself (eager). One
+        warning says what runs eagerly and why."""
+        gm = self.gm
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        # A graph with non-tensor arguments (sizes) is compiled with their
+        # values fixed: the graph takes the tensors alone.
+        module = gm if len(tensors) == len(args) else _fixed(gm, args)
+
+        def on_tensors(fn):
+            def call(*a):
+                out = fn(*[x for x in a if isinstance(x, torch.Tensor)])
+                return (out,) if isinstance(out, torch.Tensor) else out
+
+            return call
+
+        try:
+            return on_tensors(compile(module, tensors, quiet=True, **self.opts))
+        except (ImportError_, CompileError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            if isinstance(e, ImportError_):
+                try:
+                    partial, why = _partial(module, tensors, self.opts)
+                except (ImportError_, CompileError) as pe:
+                    log.debug("efir: partial compilation failed: %s", pe)
+                    partial, why = None, None
+                if partial is not None:
+                    self._warn(f"efir: left to eager PyTorch: {why}")
+                    return on_tensors(partial)
+            self._warn(f"efir: falling back to eager: {first}")
+            return gm.forward
+
+
+def _fixed(gm, args):
+    """A copy of graph `gm` with its non-tensor arguments (sizes that
+    torch.compile passes as SymInts, Python scalars) replaced by their
+    values in `args`: it takes the tensors alone, in order, and keeps each
+    node's metadata (the source lines that messages cite)."""
+    holders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(holders) != len(args):
+        raise CompileError(f"the graph takes {len(holders)} arguments, called with {len(args)}")
+    g = torch.fx.Graph()
+    env = {}
+    for n, a in zip(holders, args):
+        if isinstance(a, torch.Tensor):
+            env[n] = g.placeholder(n.name)
+            env[n].meta = dict(n.meta)
+        else:
+            env[n] = a
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            env[n] = g.node_copy(n, lambda x: env[x])
+    return torch.fx.GraphModule(gm, g)
 
 
 # Ops that move or relabel data (and casts): a partition of these alone, or
@@ -515,7 +648,7 @@ def _partial(gm, inputs, opts):
 
     from .importer import unsupported
 
-    ep = torch.export.export(gm, tuple(inputs))
+    ep = _export(gm, inputs)
     kinds = {s.kind for s in ep.graph_signature.output_specs}
     if kinds != {torch.export.graph_signature.OutputKind.USER_OUTPUT}:
         return None, None  # mutations of inputs or buffers: not partitioned
@@ -545,14 +678,14 @@ def _partial(gm, inputs, opts):
             seen.setdefault(target, args)
             return super().call_module(target, args, kwargs)
 
-    state = _state(ep)
+    args = _Args(ep)
     with torch.no_grad():
-        _Record(fused).run(*_program_args(ep, state, inputs))
+        _Record(fused).run(*args(inputs))
     done, failed = 0, []
     for name in sorted(seen):
         try:
             fn = compile(getattr(fused, name), seen[name], quiet=True, **opts)
-        except Exception as e:  # noqa: BLE001
+        except (ImportError_, CompileError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             failed.append(first)
             log.debug("efir: partition %s left to PyTorch: %s", name, e)
@@ -562,12 +695,9 @@ def _partial(gm, inputs, opts):
     if not done:
         return None, None
     fused.recompile()
-    n_user = sum(1 for s in ep.graph_signature.input_specs if not s.target)
 
     def call(*user):
-        if len(user) != n_user:
-            raise TypeError(f"the compiled graph takes {n_user} inputs, got {len(user)}")
-        return tuple(fused(*_program_args(ep, state, user)))
+        return tuple(fused(*args(user)))
 
     call.partitions = done
     bad = sorted(reasons, key=order.get)

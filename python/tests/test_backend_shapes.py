@@ -1,0 +1,149 @@
+"""The torch.compile backend when input shapes change (issue 33), under
+TRITON_INTERPRET=1 (torch on the CPU, tiny shapes): torch.compile makes a
+dim dynamic once it varies (its size then arrives as a SymInt argument);
+efir compiles the graph once per concrete shape, keeps the most recent
+ones, and never falls back to eager for a plain shape change."""
+
+import os
+import pathlib
+import sys
+import warnings
+
+os.environ["TRITON_INTERPRET"] = "1"
+
+import pytest
+
+try:
+    import torch
+    import triton  # noqa: F401
+except ImportError:  # pragma: no cover
+    if os.environ.get("EFIR_REQUIRE_TRITON") == "1":
+        raise
+    pytest.skip("torch and triton are not installed", allow_module_level=True)
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+import efir  # noqa: E402
+
+C = sys.modules["efir.compile"]
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """The arguments of every `efir.compile` the backend makes."""
+    seen = []
+    real = C.compile
+
+    def spy(m, inputs, **kw):
+        seen.append(tuple(tuple(x.shape) for x in inputs))
+        return real(m, inputs, **kw)
+
+    monkeypatch.setattr(C, "compile", spy)
+    torch._dynamo.reset()
+    yield seen
+    torch._dynamo.reset()
+
+
+def efir_warnings(w):
+    return [str(x.message) for x in w if str(x.message).startswith("efir:")]
+
+
+class Block(torch.nn.Module):
+    """A linear layer over the last dim and a mean over the sequence: batch
+    and sequence length both vary (small, so that a compile is cheap)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.tanh(self.a(x)) + x.mean(dim=1, keepdim=True)
+
+
+SHAPES = [(1, 5), (3, 5), (8, 5), (17, 5), (3, 64), (17, 64)]
+
+
+def _run_shapes(cm, m, shapes):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for b, s in shapes:
+            x = torch.randn(b, s, 16)
+            out = cm(x)
+            with torch.no_grad():
+                ref = m(x)
+            assert out.shape == ref.shape
+            assert torch.allclose(out, ref, rtol=1e-4, atol=1e-5), (b, s, (out - ref).abs().max())
+    assert efir_warnings(w) == []
+
+
+def _compiled_shapes(compiles):
+    return [next(t for t in c if len(t) == 3)[:2] for c in compiles]  # x among the lifted weights
+
+
+def test_batch_and_sequence_change_without_fallback(compiles):
+    torch.manual_seed(0)
+    m = Block().eval()
+    cm = torch.compile(m, backend="efir", options={"candidates": 2})
+    _run_shapes(cm, m, SHAPES)
+    # One efir compile per shape. (torch.compile traced the function again
+    # when a dim first varied, each time making it dynamic; each trace is
+    # its own graph with its own compiled shapes.)
+    done = _compiled_shapes(compiles)
+    assert sorted(done) == sorted(SHAPES), done
+    # shapes that the latest graph has seen compile nothing again
+    n = len(compiles)
+    _run_shapes(cm, m, [(17, 64), (3, 64)])
+    assert len(compiles) == n, _compiled_shapes(compiles)[n:]
+
+
+class Cum(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumsum(x, dim=0) * 2.0
+
+
+def test_a_graph_that_falls_back_warns_once_across_shapes(compiles):
+    cm = torch.compile(Cum(), backend="efir")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for n in (4, 8, 16):
+            x = torch.randn(n, 3)
+            assert torch.allclose(cm(x), torch.cumsum(x, 0) * 2.0)
+    # torch.compile traces the function twice (at the first size, then with
+    # the size dynamic): one warning per trace, the same message, naming
+    # the op and the user's line, never a failure about SymInt sizes
+    msgs = efir_warnings(w)
+    assert 1 <= len(msgs) <= 2 and len(set(msgs)) == 1, msgs
+    assert msgs[0].startswith("efir: falling back to eager:") and "cumsum" in msgs[0] and "SymInt" not in msgs[0], msgs
+    assert "torch.cumsum(x, dim=0)" in msgs[0], msgs
+
+
+def test_least_recently_used_shapes_are_dropped(compiles):
+    m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh()).eval()
+    cm = torch.compile(m, backend="efir", options={"candidates": 2, "max_shapes": 2})
+    for n in (2, 3, 4, 3, 2):  # 2 is dropped when 4 comes; 3 stays (used since)
+        x = torch.randn(n, 8)
+        with torch.no_grad():
+            assert torch.allclose(cm(x), m(x), rtol=1e-4, atol=1e-5)
+    batches = [next(t for t in c if len(t) == 2 and t[1] == 8 and t[0] != 8)[0] for c in compiles]
+    assert batches == [2, 3, 4, 2], compiles
+
+
+def test_bad_max_shapes_is_refused(compiles):
+    with pytest.raises(Exception, match="max_shapes must be a positive integer"):
+        torch.compile(torch.nn.Linear(4, 4), backend="efir", options={"max_shapes": 0})(torch.randn(2, 4))
+
+
+def test_compile_with_symint_example_inputs_is_not_an_error():
+    # What torch.compile hands the backend for a dynamic graph: a SymInt
+    # among the example inputs. The backend compiles at call time, on the
+    # call's concrete arguments (a size is fixed in the compiled program).
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    s = ShapeEnv().create_unbacked_symint()
+    gm = torch.fx.symbolic_trace(lambda n, x: (torch.exp(x) * 2.0,))
+    call = C._backend(gm, [s, torch.randn(4, 3)], {"candidates": 2})
+    x = torch.randn(5, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (out,) = call(5, x)
+    assert torch.allclose(out, torch.exp(x) * 2.0) and call.compiles == 1 and len(call.shapes) == 1
