@@ -256,7 +256,7 @@ def _key(cfg):
     return tuple(sorted(cfg.items()))
 
 
-def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.monotonic, progress=None, prepare=None):
+def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.monotonic, progress=None, prepare=None, halve=True):
     """Successive halving over candidates with a local search per survivor.
 
     cands: [(name, default_config, config_space)] or [(name, default,
@@ -277,7 +277,8 @@ def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.m
     if given, is called with each round's schedules before any of them is
     measured (to compile them in parallel). Returns {"name", "config",
     "time_us", "measured", "rounds", "trace"} (name None when nothing
-    measured was correct).
+    measured was correct). `halve=False` keeps every candidate (a wide
+    sweep, for comparison).
     """
     rng = random.Random(seed)
     t0 = clock()
@@ -356,7 +357,7 @@ def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.m
     rounds = 1
     while not spent() and alive:
         alive.sort(key=lambda n: best_of(n)[0])
-        if len(alive) > 1:
+        if len(alive) > 1 and halve:
             alive = alive[: max(1, (len(alive) + 1) // 2)]
         active = [n for n in alive if stale[n] < len(parts[n])]
         if not active:
@@ -561,6 +562,74 @@ def _load(path, tag):
     return mod
 
 
+def tune_modules(cands, inputs, expected, budget_s, timer=None, progress=None, seed=0, cuda=True, pool=None, tol=TOL, **search_args):
+    """The search over loaded candidate modules: cands [(name, module path,
+    module, module source)], best static estimate first. Every schedule is
+    run on `inputs` and checked against `expected` (relative L2 <= tol)
+    before it is timed, by `timer(name, mod, cfg, run)` where given (tests),
+    else with CUDA graphs (`graph_time_us`). On a GPU each round is first
+    compiled in worker processes (`pool`, a `CompilePool`, else one made
+    and closed here); a schedule a worker found infeasible or fatal is not
+    run here. Returns `search`'s result with "failures" (why schedules
+    were left out) and "seconds" (the time spent)."""
+    import torch
+
+    t_start = time.monotonic()
+    failures = []
+    skip = {}  # (name, cfg key) -> why: a worker found it infeasible or fatal
+    loaded = {name: mod for name, _, mod, _ in cands}
+    paths = {name: path for name, path, _, _ in cands}
+
+    def run_checked(mod, cfg):
+        res = mod.run(*inputs, config=cfg)
+        res = res if isinstance(res, (tuple, list)) else (res,)
+        if cuda:
+            torch.cuda.synchronize()
+        errs = [_rel_l2(r.detach().float().to(o.device), o.float()) for r, o in zip(res, expected)]
+        return max(errs) if errs else math.inf
+
+    def measure(name, cfg):
+        mod = loaded[name]
+        if (name, _key(cfg)) in skip:
+            failures.append(f"@{name} {schedule_text(cfg)}: {skip[(name, _key(cfg))]}")
+            return None
+        try:
+            err = run_checked(mod, cfg)
+            if err > tol:
+                failures.append(f"@{name} {schedule_text(cfg)}: relative L2 error {err:.3g} > {tol}")
+                return None
+            if timer is not None:
+                return float(timer(name, mod, cfg, lambda: mod.run(*inputs, config=cfg)))
+            return graph_time_us(lambda *xs: mod.run(*xs, config=cfg), inputs)
+        except Exception as e:  # noqa: BLE001 (does not compile, does not fit: infeasible)
+            failures.append(f"@{name} {schedule_text(cfg)}: {type(e).__name__}: {str(e).strip()[:300]}")
+            return None
+
+    specs = []
+    for name, _, mod, src in cands:
+        gs, inert = groups(src, mod.CONFIG_SPACE)
+        specs.append((name, dict(mod.DEFAULT_CONFIG), mod.CONFIG_SPACE, gs, inert))
+    own = pool is None and cuda
+    if own:
+        pool = CompilePool()
+
+    def prepare(batch):
+        # compile in the workers, within what is left of the budget
+        left = budget_s - (time.monotonic() - t_start)
+        for (n, c), r in zip(batch, pool.run([(paths[n], c) for n, c in batch], timeout=max(10.0, left))):
+            if r is not None and r.get("kind") in ("infeasible", "fatal"):
+                skip[(n, _key(c))] = f"{r['kind']} in a compile worker: {r.get('error', '')}"
+
+    try:
+        res = search(specs, measure, budget_s=budget_s, seed=seed, progress=progress, prepare=prepare if pool is not None and cuda else None, **search_args)
+    finally:
+        if own:
+            pool.close()
+    res["failures"] = failures
+    res["seconds"] = time.monotonic() - t_start
+    return res
+
+
 def tune_file(path, out, budget_s=60.0, top=4, timer=None, cache=None, progress=None, seed=0, inputs=None, expected=None):
     """Tune the candidates of .efir file `path` and write the tuned file to
     `out`. `timer(name, mod, cfg, run)` -> microseconds replaces the GPU
@@ -585,7 +654,7 @@ def tune_file(path, out, budget_s=60.0, top=4, timer=None, cache=None, progress=
         hit = cache.get(key)
         if hit is not None:
             out.write_text(tuned_module(text, hit["candidate"], hit["schedule"]))
-            return {"cached": True, "candidate": hit["candidate"], "config": hit["schedule"], "time_us": hit["time_us"], "measured": 0, "key": key}
+            return {"cached": True, "candidate": hit["candidate"], "config": hit["schedule"], "time_us": hit["time_us"], "measured": 0, "seconds": 0.0, "key": key}
         mods = shortlist(text, top)
         if not mods:
             raise TuneError(f"no candidate of `{path}` could be translated")
@@ -611,60 +680,15 @@ def tune_file(path, out, budget_s=60.0, top=4, timer=None, cache=None, progress=
                 inputs = [t.detach().to(device) for t in inputs]
                 outs = [o.detach().float().cpu() for o in expected]
 
-            def run_checked(mod, cfg):
-                res = mod.run(*inputs, config=cfg)
-                res = res if isinstance(res, (tuple, list)) else (res,)
-                if cuda:
-                    torch.cuda.synchronize()
-                errs = [_rel_l2(r.detach().float().cpu(), o.float()) for r, o in zip(res, outs)]
-                return max(errs) if errs else math.inf
-
-            failures = []
-            skip = {}  # (name, cfg key) -> why: a worker found it infeasible or fatal
-
-            def measure(name, cfg):
-                mod = loaded[name]
-                if (name, _key(cfg)) in skip:
-                    failures.append(f"@{name} {schedule_text(cfg)}: {skip[(name, _key(cfg))]}")
-                    return None
-                try:
-                    err = run_checked(mod, cfg)
-                    if err > TOL:
-                        failures.append(f"@{name} {schedule_text(cfg)}: relative L2 error {err:.3g} > {TOL}")
-                        return None
-                    if timer is not None:
-                        return float(timer(name, mod, cfg, lambda: mod.run(*inputs, config=cfg)))
-                    return graph_time_us(lambda *xs: mod.run(*xs, config=cfg), inputs)
-                except Exception as e:  # noqa: BLE001 (does not compile, does not fit: infeasible)
-                    failures.append(f"@{name} {schedule_text(cfg)}: {type(e).__name__}: {str(e).strip()[:300]}")
-                    return None
-
-            cands = []
-            for name, src in mods:
-                space = loaded[name].CONFIG_SPACE
-                gs, inert = groups(src, space)
-                cands.append((name, dict(loaded[name].DEFAULT_CONFIG), space, gs, inert))
-            pool = CompilePool() if cuda else None
-            t_start = time.monotonic()
-
-            def prepare(batch):
-                # compile in the workers, within what is left of the budget
-                left = budget_s - (time.monotonic() - t_start)
-                for (n, c), r in zip(batch, pool.run([(paths[n], c) for n, c in batch], timeout=max(10.0, left))):
-                    if r is not None and r.get("kind") in ("infeasible", "fatal"):
-                        skip[(n, _key(c))] = f"{r['kind']} in a compile worker: {r.get('error', '')}"
-
-            try:
-                res = search(cands, measure, budget_s=budget_s, seed=seed, progress=progress, prepare=prepare if pool else None)
-            finally:
-                if pool is not None:
-                    pool.close()
+            srcs = dict(mods)
+            res = tune_modules([(name, paths[name], loaded[name], srcs[name]) for name, _ in mods], inputs, outs, budget_s, timer=timer, progress=progress, seed=seed, cuda=cuda)
+            failures = res["failures"]
         if res["name"] is None:
             first = failures[0] if failures else "nothing was measured"
             raise TuneError(f"no schedule of the {len(mods)} shortlisted candidates computed the right result (first failure: {first})")
         out.write_text(tuned_module(text, res["name"], res["config"]))
         cache.put(key, res["name"], res["config"], res["time_us"], {"env": env, "file": str(path), "measured": res["measured"]})
-        return {"cached": False, "candidate": res["name"], "config": res["config"], "time_us": res["time_us"], "measured": res["measured"], "key": key}
+        return {"cached": False, "candidate": res["name"], "config": res["config"], "time_us": res["time_us"], "measured": res["measured"], "seconds": round(res["seconds"], 2), "key": key}
     finally:
         if own:
             cache.close()

@@ -81,6 +81,11 @@ def _worker_main():
     proto = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     mods = {}
+    try:  # the slow imports, before saying ready
+        import torch  # noqa: F401
+        import triton  # noqa: F401
+    except ImportError:
+        pass
     proto.write(json.dumps({"ready": os.getpid()}) + "\n")
     proto.flush()
     for line in sys.stdin:
@@ -116,6 +121,44 @@ class CompilePool:
         code = f"import importlib.util as u; s = u.spec_from_file_location('efir_tune_pool_worker', {me!r}); m = u.module_from_spec(s); s.loader.exec_module(m); m._worker_main()"
         p = subprocess.Popen([sys.executable, "-u", "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
         return {"proc": p, "job": None, "t0": 0.0, "ready": False, "buf": b""}
+
+    def start(self, timeout=300.0):
+        """Start all the workers now and wait until they have imported
+        torch and Triton (at most `timeout` seconds); how many are ready."""
+        import selectors
+
+        while len(self.procs) < self.n:
+            self.procs.append(self._spawn())
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not all(w["ready"] for w in self.procs):
+            sel = selectors.DefaultSelector()
+            for w in self.procs:
+                if not w["ready"] and w["proc"].poll() is None:
+                    sel.register(w["proc"].stdout, selectors.EVENT_READ, w)
+            if not sel.get_map():
+                break
+            for key, _ in sel.select(timeout=1.0):
+                self._read(key.data, {}, [])
+            sel.close()
+        return sum(w["ready"] for w in self.procs)
+
+    def _read(self, w, ids, results):
+        """Read what worker w wrote: its ready line, its job's result."""
+        chunk = os.read(w["proc"].stdout.fileno(), 1 << 16)
+        if not chunk:  # end of output: the worker died
+            if w["job"] in ids:
+                results[ids[w["job"]]] = {"ok": False, "error": f"worker died (exit {w['proc'].wait()})", "kind": "fatal"}
+            w["job"] = None
+            return
+        w["buf"] += chunk
+        *lines, w["buf"] = w["buf"].split(b"\n")
+        for line in lines:
+            msg = json.loads(line)
+            if "ready" in msg:
+                w["ready"] = True
+            elif msg.get("id") == w["job"] and w["job"] in ids:
+                results[ids[msg["id"]]] = msg
+                w["job"] = None
 
     def _kill(self, w):
         try:
@@ -162,22 +205,7 @@ class CompilePool:
             ready = sel.select(timeout=min(1.0, max(0.0, deadline - now)))
             sel.close()
             for key, _ in ready:
-                w = key.data
-                chunk = os.read(w["proc"].stdout.fileno(), 1 << 16)
-                if not chunk:  # end of output: the worker died
-                    if w["job"] in ids:
-                        results[ids[w["job"]]] = {"ok": False, "error": f"worker died (exit {w['proc'].wait()})", "kind": "fatal"}
-                    w["job"] = None
-                    continue
-                w["buf"] += chunk
-                *lines, w["buf"] = w["buf"].split(b"\n")
-                for line in lines:
-                    msg = json.loads(line)
-                    if "ready" in msg:
-                        w["ready"] = True
-                    elif msg.get("id") == w["job"]:
-                        results[ids[msg["id"]]] = msg
-                        w["job"] = None
+                self._read(key.data, ids, results)
         # jobs still running past the deadline: their workers are replaced
         for i, w in enumerate(self.procs):
             if w["job"] is not None:
