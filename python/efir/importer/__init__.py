@@ -80,6 +80,7 @@ def import_program(ep, name="main"):
             results.extend(b.env[o] for o in node.args[0])
         elif node.op == "get_attr":
             raise ImportError_(f"constant `{node.target}` is not supported at {where(node)}")
+    b.flush(" ".join(r.name for r in results))
     ret_types = ", ".join(ty(r.shape, r.dtype) for r in results)
     ret_vals = ", ".join(r.name for r in results)
     header = f"func @{name}({', '.join(params)}) -> " + (f"({ret_types})" if len(results) > 1 else ret_types) + " {"

@@ -9,8 +9,11 @@ with several results), registered for its ATen ops with `@lowers(...)`.
 
 import dataclasses
 import math
+import re
 
 import torch
+
+from . import heads
 
 DTYPES = {
     torch.float16: "f16",
@@ -26,6 +29,7 @@ TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
 # The largest finite f16/bf16 values, and the magnitudes that round to infinity.
 _FMAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38}
 _FOVER = {"f16": 65520.0, "bf16": 3.3961775292304974e38}
+_NAME = re.compile(r"%[\w.]+")
 
 
 class ImportError_(Exception):
@@ -88,15 +92,40 @@ class Builder:
         self.lines = []
         self.n = 0
         self.env = {}
+        # Values written only when a later line reads them (`lazy`): name -> line.
+        self.pending = {}
+        # Grouped heads (`heads.py`): value name -> its `Split` form, and
+        # broadcast results -> their operand.
+        self.split = {}
+        self.bcast_of = {}
 
     def fresh(self, hint="v"):
         self.n += 1
         return f"%{hint}{self.n}"
 
     def op(self, text, shape, dtype, hint="v"):
+        self.flush(text)
         name = self.fresh(hint)
         self.lines.append(f"  {name} = {text} : {ty(shape, dtype)}")
         return Value(name, tuple(shape), dtype)
+
+    def lazy(self, text, shape, dtype, hint="v"):
+        """A value whose line is written only once a later line (or the
+        return) reads it: the forms of grouped-head values that may never
+        be used."""
+        name = self.fresh(hint)
+        self.pending[name] = f"  {name} = {text} : {ty(shape, dtype)}"
+        return Value(name, tuple(shape), dtype)
+
+    def flush(self, text):
+        """Writes the pending values that `text` reads (and theirs first)."""
+        if not self.pending:
+            return
+        for tok in _NAME.findall(text):
+            line = self.pending.pop(tok, None)
+            if line is not None:
+                self.flush(line.split("=", 1)[1])
+                self.lines.append(line)
 
     def full(self, value, dtype, shape=()):
         v = float(value)
@@ -115,6 +144,8 @@ class Builder:
     def cast(self, x, dtype):
         if x.dtype == dtype:
             return x
+        if x.name in self.split:
+            return heads.cast(self, x, dtype)
         return self.op(f"ew.cast {x.name}", x.shape, dtype)
 
     def ew(self, name, xs, shape, dtype):
@@ -124,6 +155,10 @@ class Builder:
         xs = [self.cast(x, dtype) if name != "ew.select" else x for x in xs]
         if shape is None:
             shape = xs[0].shape
+        if self.split and any(x.name in self.split for x in xs):
+            out = heads.ew(self, name, xs, shape, dtype)
+            if out is not None:
+                return out
         args = ", ".join(x.name for x in xs)
         return self.op(f"{name} {args}", shape, dtype)
 
@@ -133,19 +168,33 @@ class Builder:
     def reshape(self, x, shape):
         if tuple(shape) == x.shape:
             return x
+        out = heads.reshape(self, x, shape)
+        if out is not None:
+            return out
         return self.op(f"tensor.reshape {x.name}", shape, x.dtype)
 
     def broadcast(self, x, shape):
-        return self.op(f"tensor.broadcast {x.name}", shape, x.dtype)
+        # Lazy: the broadcast of repeated heads is often read only in its
+        # split form (`heads.reshape`).
+        out = self.lazy(f"tensor.broadcast {x.name}", shape, x.dtype)
+        self.bcast_of[out.name] = x
+        return out
 
     def transpose(self, x, perm):
         if list(perm) == list(range(len(perm))):
             return x
         shape = [x.shape[p] for p in perm]
+        if x.name in self.split:
+            return heads.transpose(self, x, perm, tuple(shape))
         return self.op(f"tensor.transpose<[{', '.join(str(p) for p in perm)}]> {x.name}", shape, x.dtype)
 
     def reduce(self, red, x, dims, keepdim):
         dims = sorted(d % x.rank for d in dims)
+        if x.name in self.split:
+            shape = tuple(1 if i in dims else s for i, s in enumerate(x.shape)) if keepdim else tuple(s for i, s in enumerate(x.shape) if i not in dims)
+            out = heads.reduce(self, red, x, dims, keepdim, shape)
+            if out is not None:
+                return out
         cur = x
         for d in reversed(dims):
             shape = cur.shape[:d] + cur.shape[d + 1:]
@@ -156,6 +205,10 @@ class Builder:
         return cur
 
     def matmul(self, a, b, shape, dtype):
+        if self.split and (a.name in self.split or b.name in self.split):
+            out = heads.matmul(self, a, b, tuple(shape), dtype)
+            if out is not None:
+                return out
         return self.op(f"tensor.matmul {a.name}, {b.name}", shape, dtype)
 
     def slice(self, x, dim, start, stop, step=1):
