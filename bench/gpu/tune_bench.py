@@ -20,8 +20,9 @@ bench/gpu/gen/<workload>_B<B>/. For every case this script
 
 Prints per case the GPU seconds the tuner spent, the tuner's best, the wide
 sweep's best, their distance (tuner / wide - 1), and the default's time;
-writes JSON after every case (`efir` entries in run.py's schema, so that
-bench/gpu/ranking.py reads it). Usage:
+writes JSON after every case (`efir` entries in run.py's schema and each
+shortlisted candidate's static features, so that `bench/gpu/ranking.py
+--fit` reads it). Usage:
 
     python3 bench/gpu/tune_bench.py --out r.json [--cases attn_prefill:8,gated_mlp:1]
         [--budget 20] [--wide 32] [--wide-budget 60] [--top 4] [--deadline 540]
@@ -39,6 +40,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1] / "python"))
 
+import ranking  # noqa: E402  (static features of the candidates, for a fitted ranking)
 import run as bench  # noqa: E402  (workloads, inputs, references; imports torch and triton)
 import torch  # noqa: E402
 import triton  # noqa: E402
@@ -86,7 +88,7 @@ def bench_case(name, b, args, pool, log):
     if not cands:
         rec["error"] = f"no modules under {GEN / f'{name}_B{b}'}"
         return rec
-    rec["shortlist"] = [{"candidate": n, "estimate_us": m.ESTIMATE["time_us"], "kernels": m.ESTIMATE["kernels"], "groups": tune.groups(src, m.CONFIG_SPACE)[0]} for n, _, m, src in cands]
+    rec["shortlist"] = [{"candidate": n, "estimate_us": m.ESTIMATE["time_us"], "kernels": m.ESTIMATE["kernels"], "groups": tune.groups(src, m.CONFIG_SPACE)[0], "features": ranking.module_features(src)} for n, _, m, src in cands]
     inputs = bench.make_inputs(name, b, 0)
     expected = [bench.reference(name, inputs)]
 
@@ -150,7 +152,7 @@ def table(res):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--cases", default="attn_prefill:8,gated_mlp:1,rmsnorm_mlp:16,attn_decode:16", help="name:B pairs, comma separated")
+    ap.add_argument("--cases", default="attn_prefill:8,gated_mlp:1,attn_decode:16,gated_mlp:16", help="name:B pairs, comma separated")
     ap.add_argument("--budget", type=float, default=20.0, help="the tuner's budget per case, seconds")
     ap.add_argument("--wide", type=int, default=32, help="random schedules per candidate in the wide sweep")
     ap.add_argument("--wide-budget", type=float, default=60.0, help="the wide sweep's budget per case, seconds")
