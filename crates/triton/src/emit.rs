@@ -895,9 +895,6 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                     }
                     return Err("a reshape that merges or splits dims inside a kernel".into());
                 }
-                if (0..er.len()).any(|j| er[j] == Extent::N(1) && lay[j].is_some()) {
-                    return Err("a reshape of a tiled unit dim".into());
-                }
                 let mut la: Layout = vec![None; ea.len()];
                 for (x, y) in nu_a.iter().zip(&nu_r) {
                     la[*x] = lay[*y].clone();
@@ -905,7 +902,11 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
                 let x = self.block(a, &la)?;
                 let (dims, depth) = self.dims(&er, lay)?;
                 let ux = self.units(&x.var, ea.len());
-                let mut u: Units = vec![false; er.len()];
+                // A unit dim of the result that is tiled (a row padded to a
+                // 16-row dot block) holds one element: it is a lazy broadcast.
+                let mut u: Units = (0..er.len())
+                    .map(|j| er[j] == Extent::N(1) && lay[j].is_some())
+                    .collect();
                 for (x, y) in nu_a.iter().zip(&nu_r) {
                     u[*y] = ux[*x];
                 }
