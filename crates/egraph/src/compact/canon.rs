@@ -176,7 +176,12 @@ impl<'a> Enumerator<'a> {
         vals.extend(
             inputs
                 .iter()
-                .map(|k| self.key_value.get(*k as usize).copied().unwrap_or(u32::MAX))
+                .map(|k| {
+                    self.value_of_key
+                        .get(*k as usize)
+                        .copied()
+                        .unwrap_or(u32::MAX)
+                })
                 .filter(|v| *v != u32::MAX),
         );
         vals.sort_unstable();
@@ -261,12 +266,12 @@ impl<'a> Enumerator<'a> {
     /// (`slot`): a node is usually keyed over the same operand keys as in
     /// the partial program before.
     pub(super) fn intern_at(&mut self, slot: usize, label: u32, kids: &[u32]) -> u32 {
-        let (k, last) = &self.icache[slot];
+        let (k, last) = &self.intern_cache[slot];
         if *k != u32::MAX && last.first() == Some(&label) && last[1..] == *kids {
             return *k;
         }
         let k = self.intern(label, kids);
-        let e = &mut self.icache[slot];
+        let e = &mut self.intern_cache[slot];
         e.0 = k;
         e.1.clear();
         e.1.push(label);
@@ -275,10 +280,10 @@ impl<'a> Enumerator<'a> {
     }
 
     pub(super) fn intern(&mut self, label: u32, kids: &[u32]) -> u32 {
-        self.ibuf.clear();
-        self.ibuf.push(label);
-        self.ibuf.extend_from_slice(kids);
-        if let Some(k) = self.interner.get(self.ibuf.as_slice()) {
+        self.intern_buf.clear();
+        self.intern_buf.push(label);
+        self.intern_buf.extend_from_slice(kids);
+        if let Some(k) = self.interner.get(self.intern_buf.as_slice()) {
             return *k;
         }
         let k = match &self.shared_keys {
@@ -286,10 +291,10 @@ impl<'a> Enumerator<'a> {
             Some(m) => {
                 let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
                 let n = m.len() as u32;
-                *m.entry(self.ibuf.clone()).or_insert(n)
+                *m.entry(self.intern_buf.clone()).or_insert(n)
             }
         };
-        self.interner.insert(self.ibuf.clone(), k);
+        self.interner.insert(self.intern_buf.clone(), k);
         k
     }
 
@@ -365,17 +370,17 @@ impl<'a> Enumerator<'a> {
             // with holes may still change shape: a hole resolved as a
             // pointwise op merges into the region reading it).
             if sc.hreach(ci).iter().all(|w| *w == 0) {
-                if self.key_value.len() <= k as usize {
-                    self.key_value.resize(k as usize + 1, u32::MAX);
+                if self.value_of_key.len() <= k as usize {
+                    self.value_of_key.resize(k as usize + 1, u32::MAX);
                 }
-                self.key_value[k as usize] = self.kvalue[ci];
+                self.value_of_key[k as usize] = self.keyed_value[ci];
             }
             match self.kind[ci][ji] {
                 Kind::Pointwise(_) => {
                     invalid |= self.reads_twice(&inputs, &mut sc.vals);
                     // A hole read by a region may yet merge into it (if it
                     // is resolved as a pointwise op): not a use yet.
-                    let holes = &self.hole_of_key;
+                    let holes = &self.hole_keys;
                     sc.used
                         .extend(inputs.iter().filter(|k| !holes.contains(*k)));
                 }
@@ -388,8 +393,11 @@ impl<'a> Enumerator<'a> {
                         // value, so a materialization of a value that no
                         // result has never becomes a result's: invalid now
                         // (the rest of the check waits for the results).
-                        let v = self.kvalue[ci];
-                        invalid |= !self.roots.iter().any(|r| self.kvalue[*r as usize] == v);
+                        let v = self.keyed_value[ci];
+                        invalid |= !self
+                            .roots
+                            .iter()
+                            .any(|r| self.keyed_value[*r as usize] == v);
                         sc.pure.push(k);
                     }
                 }

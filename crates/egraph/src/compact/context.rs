@@ -1,3 +1,4 @@
+use super::determined::Visit;
 use super::index::Enumerator;
 use super::partial::{State, NONE};
 use super::space::Mode;
@@ -133,7 +134,7 @@ impl<'a> Enumerator<'a> {
         entries.clear();
         for &c in &region {
             let ci = c as usize;
-            if s.choice[ci] == NONE && d.mark[ci] == 3 {
+            if s.choice[ci] == NONE && d.mark[ci] == Visit::Determined {
                 let r = d.of(ci);
                 push_keyed(entries, c, r.key, &r.reach);
             } else if s.choice[ci] == NONE {
@@ -295,7 +296,7 @@ impl<'a> Enumerator<'a> {
                     _ => return false,
                 }
             }
-            if d.mark.get(xi) != Some(&3) {
+            if d.mark.get(xi) != Some(&Visit::Determined) {
                 return false;
             }
             let Some(ia) = at(x) else {

@@ -35,7 +35,7 @@ impl<'a> Enumerator<'a> {
         }
     }
 
-    /// [`Enumerator::treaders`]: a fixed point over the e-graph (it may
+    /// [`Enumerator::tuple_reads`]: a fixed point over the e-graph (it may
     /// have cycles), merging fields per tuple class.
     pub(super) fn tuple_readers(&self) -> Vec<Vec<(u32, u64)>> {
         let n = self.ids.len();
@@ -167,11 +167,11 @@ impl<'a> Enumerator<'a> {
     /// its value, while its key may change) stays dead in every
     /// completion.
     pub(super) fn dead_field_partial(&mut self, s: &State) -> bool {
-        let mut live = std::mem::take(&mut self.live);
-        let mut valall = std::mem::take(&mut self.valall);
-        let dead = self.dead_field_bound(s, &mut live, &mut valall);
-        self.live = live;
-        self.valall = valall;
+        let mut live = std::mem::take(&mut self.live_by_key);
+        let mut live_by_value = std::mem::take(&mut self.live_by_value);
+        let dead = self.dead_field_bound(s, &mut live, &mut live_by_value);
+        self.live_by_key = live;
+        self.live_by_value = live_by_value;
         dead
     }
 
@@ -180,7 +180,7 @@ impl<'a> Enumerator<'a> {
         &self,
         s: &State,
         live: &mut FxHashMap<u64, u64>,
-        valall: &mut FxHashMap<u32, u64>,
+        live_by_value: &mut FxHashMap<u32, u64>,
     ) -> bool {
         let sc = &self.scratch;
         let final_key = |c: usize| sc.has(c) && sc.hreach(c).iter().all(|w| *w == 0);
@@ -194,7 +194,7 @@ impl<'a> Enumerator<'a> {
         }
         let all = |c: u32| self.all_fields(c);
         const VAL: u64 = 1 << 32;
-        let val = |c: u32| VAL | u64::from(self.kvalue[c as usize]);
+        let val = |c: u32| VAL | u64::from(self.keyed_value[c as usize]);
         let slot = |c: u32| -> u64 {
             let ci = c as usize;
             if s.choice[ci] != NONE && final_key(ci) {
@@ -210,7 +210,7 @@ impl<'a> Enumerator<'a> {
         // What completions may choose: e-nodes of classes reachable from
         // the holes, reading every field they could.
         for h in &s.holes {
-            for &(k, bits) in &self.treaders[*h as usize] {
+            for &(k, bits) in &self.tuple_reads[*h as usize] {
                 *live.entry(slot(k)).or_insert(0) |= bits;
             }
         }
@@ -220,11 +220,13 @@ impl<'a> Enumerator<'a> {
         let mut changed = true;
         while changed {
             changed = false;
-            valall.clear();
+            live_by_value.clear();
             for &c in &sc.tuples {
                 if self.arity[c as usize] > 0 {
                     let here = get(live, slot(c)) | get(live, val(c));
-                    *valall.entry(self.kvalue[c as usize]).or_insert(0) |= here;
+                    *live_by_value
+                        .entry(self.keyed_value[c as usize])
+                        .or_insert(0) |= here;
                 }
             }
             for &c in &sc.tuples {
@@ -235,7 +237,11 @@ impl<'a> Enumerator<'a> {
                 } else if slot(c) & VAL == 0 {
                     get(live, slot(c)) | get(live, val(c))
                 } else {
-                    valall.get(&self.kvalue[ci]).copied().unwrap_or(0) | get(live, val(c))
+                    live_by_value
+                        .get(&self.keyed_value[ci])
+                        .copied()
+                        .unwrap_or(0)
+                        | get(live, val(c))
                 };
                 for &k in &self.kids[ci][j] {
                     if self.arity[k as usize] == 0 {
@@ -256,7 +262,10 @@ impl<'a> Enumerator<'a> {
                 let bound = if slot(c) & VAL == 0 {
                     get(live, slot(c))
                 } else {
-                    valall.get(&self.kvalue[c as usize]).copied().unwrap_or(0)
+                    live_by_value
+                        .get(&self.keyed_value[c as usize])
+                        .copied()
+                        .unwrap_or(0)
                 };
                 (bound | get(live, val(c))) != all(c)
             }

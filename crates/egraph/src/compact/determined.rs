@@ -4,6 +4,21 @@ use super::kinds::Kind;
 use super::partial::{State, NONE};
 use super::space::Mode;
 
+/// How far [`Enumerator::determine`] got with a class in one state. A
+/// result that held only below a class being visited is forgotten
+/// (`Unvisited` again), so that the class is visited anew from above.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Visit {
+    /// Not visited (or its result held only below another class).
+    Unvisited,
+    /// Being visited (on the current path).
+    Visiting,
+    /// Not determined: its options disagree or read an undetermined class.
+    Undetermined,
+    /// Determined: its entry is at `at`.
+    Determined,
+}
+
 /// What [`Enumerator::determine`] found for the open classes of a state:
 /// for each class whose every completion gives it one key (a
 /// *determined* class), that key, the inputs of the pointwise region it
@@ -11,9 +26,8 @@ use super::space::Mode;
 /// the option `early` chooses for it.
 #[derive(Clone, Default)]
 pub(super) struct Determined {
-    /// Per class: 0 not visited, 1 being visited, 2 not determined,
-    /// 3 determined (its entry at `at`).
-    pub(super) mark: Vec<u8>,
+    /// Per class, how far [`Enumerator::determine`] got with it.
+    pub(super) mark: Vec<Visit>,
     pub(super) at: Vec<u32>,
     /// Each entry's realization and picked option.
     pub(super) found: Vec<(Realization, u16)>,
@@ -44,7 +58,7 @@ pub(super) struct Realization {
 impl Determined {
     pub(super) fn reset(&mut self, n: usize) {
         self.mark.clear();
-        self.mark.resize(n, 0);
+        self.mark.resize(n, Visit::Unvisited);
         self.at.resize(n, 0);
         self.depth.resize(n, 0);
         self.budget = 8 * n;
@@ -113,9 +127,9 @@ impl<'a> Enumerator<'a> {
     ) -> Option<u32> {
         let ci = c as usize;
         match d.mark[ci] {
-            2 => return None,
-            3 => return Some(u32::MAX),
-            _ => {}
+            Visit::Undetermined => return None,
+            Visit::Determined => return Some(u32::MAX),
+            Visit::Unvisited | Visit::Visiting => {}
         }
         d.budget = d.budget.checked_sub(1)?;
         let v = self.value[ci] as usize;
@@ -139,12 +153,12 @@ impl<'a> Enumerator<'a> {
                 None => head = Some(h),
                 Some(h0) if h0 == h => {}
                 Some(_) => {
-                    d.mark[ci] = 2;
+                    d.mark[ci] = Visit::Undetermined;
                     return None;
                 }
             }
         }
-        d.mark[ci] = 1;
+        d.mark[ci] = Visit::Visiting;
         d.depth[ci] = depth;
         let mut taint = u32::MAX;
         let hw = sc.hwords;
@@ -169,7 +183,7 @@ impl<'a> Enumerator<'a> {
             for xk in 0..self.kids[ci][j].len() {
                 let x = self.kids[ci][j][xk];
                 let xi = x as usize;
-                if s.choice[xi] == NONE && d.mark[xi] == 1 {
+                if s.choice[xi] == NONE && d.mark[xi] == Visit::Visiting {
                     // Back to a class being visited: a completion choosing
                     // this option (while that class reaches it) has a cycle.
                     taint = taint.min(d.depth[xi]);
@@ -311,12 +325,20 @@ impl<'a> Enumerator<'a> {
         let Some(found) = found.filter(|_| ok) else {
             // (Not determined, whatever is above: its options disagree or
             // read a class that is not determined.)
-            d.mark[ci] = if taint < depth { 0 } else { 2 };
+            d.mark[ci] = if taint < depth {
+                Visit::Unvisited
+            } else {
+                Visit::Undetermined
+            };
             return None;
         };
         d.at[ci] = d.found.len() as u32;
         d.found.push(found);
-        d.mark[ci] = if taint < depth { 0 } else { 3 };
+        d.mark[ci] = if taint < depth {
+            Visit::Unvisited
+        } else {
+            Visit::Determined
+        };
         Some(if taint < depth { taint } else { u32::MAX })
     }
 
@@ -378,7 +400,7 @@ impl<'a> Enumerator<'a> {
                 if u.choice[ci] != NONE || (c != h && sc.has(ci)) {
                     continue;
                 }
-                if d.mark[ci] != 3 {
+                if d.mark[ci] != Visit::Determined {
                     whole = false;
                     break;
                 }

@@ -72,7 +72,7 @@ impl<'a> Enumerator<'a> {
         let mut cand: Vec<bool> = (0..n).map(|c| !other_op[self.value[c] as usize]).collect();
         let mut result_value = vec![false; n];
         for r in &self.roots {
-            result_value[self.kvalue[*r as usize] as usize] = true;
+            result_value[self.keyed_value[*r as usize] as usize] = true;
         }
         loop {
             // Greatest set closed under "every option is a leaf, a view or
@@ -91,7 +91,7 @@ impl<'a> Enumerator<'a> {
                                 // Invalid unless its key is a result's, which
                                 // needs a result of the same value.
                                 Kind::Materialize(_) => {
-                                    !result_value[self.kvalue[c] as usize]
+                                    !result_value[self.keyed_value[c] as usize]
                                         && self.kids[c][j].iter().all(|k| cand[*k as usize])
                                 }
                                 Kind::Op(_) | Kind::Loop(_) => false,

@@ -1,13 +1,17 @@
+//! The enumerator: the candidate graph of one e-graph (its classes, their
+//! options in the candidate space, how each option is keyed), built once,
+//! and the switches of the ablations.
+
 use super::canon::{Keys, Scratch, HOLE};
 use super::context::{ContextScratch, COVER_CHECKS};
 use super::dead_fields::{field_use, FieldUse};
 use super::determined::Determined;
-use super::kinds::{node_kind, partial_type, stateless, stateless_type, Kind};
-use super::order::{best_costs, OrderCost};
+use super::kinds::{node_kind, stateless, stateless_type, Kind};
+use super::order::{numbered_classes, ordered_options};
 use super::space::{retain_marked, view_mask, Space};
-use crate::analysis::{Data, EGraph};
-use crate::convert::{node_attrs, node_operands, Graph};
-use crate::extract::GlobalMemoryCost;
+use super::values::value_classes;
+use crate::analysis::EGraph;
+use crate::convert::Graph;
 use egg::{Id, SymbolLang};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::HashMap;
@@ -40,10 +44,10 @@ pub struct Enumerator<'a> {
     pub(super) interner: FxHashMap<Vec<u32>, u32>,
     pub(super) shared_keys: Option<Arc<Mutex<Keys>>>,
     /// Value classes up to `par.reduce` loops (what keys name).
-    pub(super) kvalue: Vec<u32>,
+    pub(super) keyed_value: Vec<u32>,
     /// The value class (up to `par.reduce` loops) each interned key
     /// computes (`u32::MAX` for holes and keys not seen in a program yet).
-    pub(super) key_value: Vec<u32>,
+    pub(super) value_of_key: Vec<u32>,
     /// Where set, a progress line about once a second on stderr, naming
     /// this function.
     pub progress: Option<String>,
@@ -65,9 +69,9 @@ pub struct Enumerator<'a> {
     pub(super) opt_base: Vec<usize>,
     /// The last key interned at each call site of
     /// [`Enumerator::intern_at`], and what it was interned from.
-    pub(super) icache: Vec<(u32, Vec<u32>)>,
+    pub(super) intern_cache: Vec<(u32, Vec<u32>)>,
     /// The interner's lookup buffer.
-    pub(super) ibuf: Vec<u32>,
+    pub(super) intern_buf: Vec<u32>,
     pub(super) scratch: Scratch,
     /// Buffers of [`Enumerator::context`].
     pub(super) ctx: ContextScratch,
@@ -92,9 +96,9 @@ pub struct Enumerator<'a> {
     pub(super) hole_key: Vec<u32>,
     /// Whether this is a sketch: partial programs are pruned by canonical
     /// form alone ([`Enumerator::run_sketched`]).
-    pub(super) sketch: bool,
+    pub(super) sketching: bool,
     /// The keys of holes.
-    pub(super) hole_of_key: FxHashSet<u32>,
+    pub(super) hole_keys: FxHashSet<u32>,
     /// The text of each label (for [`Enumerator::key_text`]).
     pub(super) label_names: Vec<String>,
     /// Options that compute nothing: parameters and constants.
@@ -112,10 +116,10 @@ pub struct Enumerator<'a> {
     pub(super) arity: Vec<u32>,
     /// For each class, the tuple-typed classes (and their fields) that
     /// e-nodes of the classes reachable from it read.
-    pub(super) treaders: Vec<Vec<(u32, u64)>>,
+    pub(super) tuple_reads: Vec<Vec<(u32, u64)>>,
     /// Buffers of [`Enumerator::dead_field_partial`].
-    pub(super) live: FxHashMap<u64, u64>,
-    pub(super) valall: FxHashMap<u32, u64>,
+    pub(super) live_by_key: FxHashMap<u64, u64>,
+    pub(super) live_by_value: FxHashMap<u32, u64>,
 }
 
 impl<'a> Enumerator<'a> {
@@ -133,189 +137,27 @@ impl<'a> Enumerator<'a> {
     /// a program.
     pub fn new_in(g: &'a Graph, space: Space) -> Result<Enumerator<'a>, String> {
         let eg = &g.egraph;
-        let mut ids = Vec::new();
-        let mut index = HashMap::new();
-        for c in eg.classes() {
-            if matches!(c.data, Data::Value(_)) {
-                index.insert(c.id, ids.len() as u32);
-                ids.push(c.id);
-            }
-        }
-        // Options are tried cheapest first (by the greedy extractor's
-        // global-memory cost of choosing the e-node with the cheapest
-        // children), so that limited enumerations find good candidates first.
-        let order = || OrderCost {
-            inner: GlobalMemoryCost {
-                eg,
-                launch: 65536.0,
-            },
-        };
-        let best = best_costs(eg, &mut order());
-        let mut cf = order();
-        let mut options = Vec::new();
-        let mut kids = Vec::new();
-        for id in &ids {
-            let nodes: Vec<SymbolLang> = eg[*id].nodes.clone();
-            // Tensor-level matmuls are replaced by their tiled implementations.
-            let tiled: Vec<SymbolLang> = nodes
-                .iter()
-                .filter(|n| n.op.as_str() != "tensor.matmul")
-                .cloned()
-                .collect();
-            let mut opts = if tiled.is_empty() { nodes } else { tiled };
-            opts.sort();
-            let mut costed: Vec<(f64, SymbolLang)> = opts
-                .into_iter()
-                .map(|n| {
-                    (
-                        egg::CostFunction::cost(&mut cf, &n, |c| {
-                            best.get(&eg.find(c)).copied().unwrap_or(f64::INFINITY)
-                        }),
-                        n,
-                    )
-                })
-                .collect();
-            costed.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let opts: Vec<SymbolLang> = costed.into_iter().map(|(_, n)| n).collect();
-            let ks: Vec<Vec<u32>> = opts
-                .iter()
-                .map(|n| {
-                    node_operands(eg, n)
-                        .iter()
-                        .filter_map(|c| index.get(&eg.find(*c)).copied())
-                        .collect()
-                })
-                .collect();
-            options.push(opts);
-            kids.push(ks);
-        }
+        let (ids, index) = numbered_classes(eg);
+        let (options, kids) = ordered_options(eg, &ids, &index);
         let keep = view_mask(eg, &ids, &options, &kids, space);
-        let cats: Vec<Vec<(u8, String)>> = (0..ids.len())
+        let kinds: Vec<Vec<Kind<String>>> = (0..ids.len())
             .map(|c| {
                 (0..options[c].len())
                     .map(|j| node_kind(eg, &options[c][j], ids[c], &kids[c][j], &ids))
                     .collect()
             })
             .collect();
-        // Value classes: e-classes that hold the same value under different
-        // parallel states (linked by partitions, replicates and combines
-        // that assemble tiles) share one (union-find). A partial result is
-        // not its combined value.
-        let parent: Vec<u32> = (0..ids.len() as u32).collect();
-        fn find(p: &mut [u32], mut x: u32) -> u32 {
-            while p[x as usize] != x {
-                p[x as usize] = p[p[x as usize] as usize];
-                x = p[x as usize];
-            }
-            x
-        }
-        let reduce_loop = |c: usize, j: usize| options[c][j].op.as_str() == "par.reduce";
-        let link = |parent: &mut Vec<u32>, loops: bool| {
-            for (c, cs) in cats.iter().enumerate() {
-                for (j, (cat, ..)) in cs.iter().enumerate() {
-                    if *cat == 0 || *cat == 2 || (loops && reduce_loop(c, j)) {
-                        if let Some(k) = kids[c][j].first() {
-                            let (a, b) = (find(parent, c as u32), find(parent, *k));
-                            parent[a.max(b) as usize] = a.min(b);
-                        }
-                    }
-                }
-            }
-        };
-        // Each option's op, attributes and type (with the partial axes of
-        // its result where `partial`), for ops that compute (not views,
-        // materializations or loops).
-        let cong_of = |partial: bool| -> Vec<Vec<Option<String>>> {
-            (0..ids.len())
-                .map(|c| {
-                    (0..options[c].len())
-                        .map(|j| {
-                            let n = &options[c][j];
-                            let computes = matches!(cats[c][j].0, 1 | 3) && !reduce_loop(c, j);
-                            computes.then(|| {
-                                let attrs: Vec<String> = node_attrs(eg, n)
-                                    .iter()
-                                    .map(|(a, v)| format!("{a}={v}"))
-                                    .collect();
-                                let ty = eg[ids[c]].data.ty();
-                                let ty = if partial {
-                                    partial_type(ty)
-                                } else {
-                                    stateless_type(ty)
-                                };
-                                format!("{}|{}|{ty}", n.op, attrs.join(","))
-                            })
-                        })
-                        .collect()
-                })
-                .collect()
-        };
-        // Congruence: the same op over the same values computes the same
-        // value, whichever e-classes hold it (say two collections of one
-        // partial result under different parallel states).
-        let congruence = |parent: &mut Vec<u32>, cong: &[Vec<Option<String>>]| loop {
-            let mut changed = false;
-            let mut by_op: HashMap<(&str, Vec<u32>), u32> = HashMap::new();
-            for (c, cs) in cong.iter().enumerate() {
-                for (j, op) in cs.iter().enumerate() {
-                    let Some(op) = op else { continue };
-                    let ks: Vec<u32> = kids[c][j].iter().map(|k| find(parent, *k)).collect();
-                    match by_op.entry((op.as_str(), ks)) {
-                        std::collections::hash_map::Entry::Vacant(e) => {
-                            e.insert(c as u32);
-                        }
-                        std::collections::hash_map::Entry::Occupied(e) => {
-                            let (a, b) = (find(parent, c as u32), find(parent, *e.get()));
-                            if a != b {
-                                parent[a.max(b) as usize] = a.min(b);
-                                changed = true;
-                            }
-                        }
-                    }
-                }
-            }
-            if !changed {
-                break;
-            }
-        };
-        let mut parent = parent;
-        link(&mut parent, false);
-        congruence(&mut parent, &cong_of(true));
-        let value: Vec<u32> = (0..ids.len() as u32)
-            .map(|c| find(&mut parent, c))
-            .collect();
-        // Value classes numbered densely (states keep one word per value).
-        let mut dense: HashMap<u32, u32> = HashMap::new();
-        let value: Vec<u32> = value
-            .iter()
-            .map(|v| {
-                let n = dense.len() as u32;
-                *dense.entry(*v).or_insert(n)
-            })
-            .collect();
-        let values = dense.len();
-        // For keys, a `par.reduce` is a loop over an axis's tiles: with a
-        // full-extent tile it is one iteration, so the partial result it
-        // reduces is keyed as the whole value (like a full-extent tile of a
-        // partitioned axis). A `par.collect` keeps partial results in memory
-        // and stays keyed.
-        let mut kparent = parent;
-        link(&mut kparent, true);
-        congruence(&mut kparent, &cong_of(false));
-        let kvalue: Vec<u32> = (0..ids.len() as u32)
-            .map(|c| find(&mut kparent, c))
-            .collect();
         // Value classes are the values', so they come from every e-node;
         // the options the space leaves are the rest's.
-        let (mut options, mut kids, mut cats) = (options, kids, cats);
+        let values = value_classes(eg, &ids, &options, &kids, &kinds);
+        let (mut options, mut kids, mut kinds) = (options, kids, kinds);
         if let Some(keep) = &keep {
             for (c, keep) in keep.iter().enumerate() {
                 retain_marked(&mut options[c], keep);
                 retain_marked(&mut kids[c], keep);
-                retain_marked(&mut cats[c], keep);
+                retain_marked(&mut kinds[c], keep);
             }
         }
-        let reduce_loop = |c: usize, j: usize| options[c][j].op.as_str() == "par.reduce";
         let mut roots = Vec::new();
         for r in &g.roots {
             if let Some(i) = index.get(&eg.find(*r)) {
@@ -330,90 +172,11 @@ impl<'a> Enumerator<'a> {
                 roots.push(*i);
             }
         }
-        // Labels of pointwise ops and other ops name their value class.
-        let mut labels: HashMap<String, u32> = HashMap::new();
-        let mut label_id = |label: String| {
-            let n = labels.len() as u32;
-            *labels.entry(label).or_insert(n)
-        };
-        let klabel: Vec<Vec<u32>> = (0..ids.len())
-            .map(|c| {
-                (0..options[c].len())
-                    .map(|j| {
-                        let (cat, kl) = &cats[c][j];
-                        label_id(match cat {
-                            1 | 3 => format!("k{}|{kl}", kvalue[c]),
-                            _ => kl.clone(),
-                        })
-                    })
-                    .collect()
-            })
-            .collect();
-        let stores: Vec<Vec<Option<u32>>> = (0..ids.len())
-            .map(|c| {
-                let ty = eg[ids[c]].data.ty();
-                (0..options[c].len())
-                    .map(|j| {
-                        let op = options[c][j].op.as_str();
-                        let structural = matches!(
-                            op,
-                            "tile.matmul" | "tensor.matmul" | "tensor.reduce" | "par.reduce"
-                        ) || (op == "par.combine" && cats[c][j].0 == 3);
-                        (structural && stateless(ty))
-                            .then(|| label_id(format!("materialize|{}", stateless_type(ty))))
-                    })
-                    .collect()
-            })
-            .collect();
-        let root_store: Vec<u32> = ids
-            .iter()
-            .map(|id| label_id(format!("materialize|{}", stateless_type(eg[*id].data.ty()))))
-            .collect();
-        let mut label_names = vec![String::new(); labels.len()];
-        for (l, i) in labels {
-            label_names[i as usize] = l;
-        }
-        let kind: Vec<Vec<Kind>> = cats
-            .iter()
-            .enumerate()
-            .map(|(c, cs)| {
-                cs.iter()
-                    .enumerate()
-                    .map(|(j, (cat, _))| {
-                        let l = klabel[c][j];
-                        if reduce_loop(c, j) {
-                            let k = kids[c][j][0] as usize;
-                            let mut ls = (0..options[k].len())
-                                .filter(|jk| {
-                                    matches!(cats[k][*jk].0, 1 | 3) && !reduce_loop(k, *jk)
-                                })
-                                .map(|jk| klabel[k][jk]);
-                            let org = match ls.next() {
-                                Some(l) if ls.all(|m| m == l) => Some(l),
-                                _ => None,
-                            };
-                            return Kind::Loop(org);
-                        }
-                        match cat {
-                            0 => Kind::View,
-                            1 => Kind::Pointwise(l),
-                            2 => Kind::Materialize(l),
-                            _ => Kind::Op(l),
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
+        let labels = label_options(eg, &ids, &options, &kids, &kinds, &values.keyed);
+        let kind = labels.kind;
         let leaf = options
             .iter()
-            .map(|os| {
-                os.iter()
-                    .map(|n| {
-                        let op = n.op.as_str();
-                        op.starts_with("arg") || matches!(op, "tensor.full" | "tensor.iota")
-                    })
-                    .collect()
-            })
+            .map(|os| os.iter().map(|n| is_leaf(n.op.as_str())).collect())
             .collect();
         let arity = ids
             .iter()
@@ -432,7 +195,7 @@ impl<'a> Enumerator<'a> {
             opt_base.push(total);
             total += os.len();
         }
-        let icache = vec![(u32::MAX, Vec::new()); 2 * total];
+        let intern_cache = vec![(u32::MAX, Vec::new()); 2 * total];
         let route: Vec<bool> = kind
             .iter()
             .map(|ks: &Vec<Kind>| {
@@ -451,36 +214,36 @@ impl<'a> Enumerator<'a> {
                 o
             })
             .collect();
+        let several_orgs = several_organizations(&kind, &values.value, values.count);
         let mut en = Enumerator {
             eg,
             progress: None,
-            stores,
-            root_store,
+            stores: labels.stores,
+            root_store: labels.root_store,
             fixed: Vec::new(),
             leaf,
             fields,
             arity,
-            treaders: Vec::new(),
-            live: FxHashMap::default(),
-            valall: FxHashMap::default(),
+            tuple_reads: Vec::new(),
+            live_by_key: FxHashMap::default(),
+            live_by_value: FxHashMap::default(),
             roots,
             ids,
             index,
             options,
             kids,
-            several_orgs: Vec::new(),
-            values,
+            several_orgs,
+            values: values.count,
             opaque: Vec::new(),
-
             kind,
-            value,
-            kvalue,
+            value: values.value,
+            keyed_value: values.keyed,
             interner: FxHashMap::default(),
             shared_keys: None,
-            key_value: Vec::new(),
-            ibuf: Vec::new(),
+            value_of_key: Vec::new(),
+            intern_buf: Vec::new(),
             opt_base,
-            icache,
+            intern_cache,
             route,
             order,
             scratch: Scratch::default(),
@@ -492,30 +255,16 @@ impl<'a> Enumerator<'a> {
             cover_checks: COVER_CHECKS,
             first_opened_first: false,
             hole_key: Vec::new(),
-            sketch: false,
-            hole_of_key: FxHashSet::default(),
-            label_names,
+            sketching: false,
+            hole_keys: FxHashSet::default(),
+            label_names: labels.names,
         };
-        let mut org: Vec<Option<u32>> = vec![None; en.ids.len()];
-        en.several_orgs = vec![false; en.values];
-        for c in 0..en.ids.len() {
-            let v = en.value[c] as usize;
-            for k in &en.kind[c] {
-                if let Some(l) = k.org() {
-                    match org[v] {
-                        None => org[v] = Some(l),
-                        Some(o) if o != l => en.several_orgs[v] = true,
-                        Some(_) => {}
-                    }
-                }
-            }
-        }
         en.set_fixed(true);
         en.hole_key = (0..en.ids.len() as u32)
             .map(|c| en.intern(HOLE, &[c]))
             .collect();
-        en.hole_of_key = en.hole_key.iter().copied().collect();
-        en.treaders = en.tuple_readers();
+        en.hole_keys = en.hole_key.iter().copied().collect();
+        en.tuple_reads = en.tuple_readers();
         Ok(en)
     }
 
@@ -546,4 +295,131 @@ impl<'a> Enumerator<'a> {
     pub fn index_of(&self, id: Id) -> Option<u32> {
         self.index.get(&self.eg.find(id)).copied()
     }
+}
+
+/// Options that compute nothing: parameters and constants.
+pub(super) fn is_leaf(op: &str) -> bool {
+    op.starts_with("arg") || matches!(op, "tensor.full" | "tensor.iota")
+}
+
+/// The options' kinds with interned labels, and the labels of the stores
+/// kernels make (see the fields of [`Enumerator`] of the same names).
+struct Labels {
+    kind: Vec<Vec<Kind>>,
+    stores: Vec<Vec<Option<u32>>>,
+    root_store: Vec<u32>,
+    names: Vec<String>,
+}
+
+/// Number the labels of the options (`kinds`, with their text): the
+/// labels of pointwise ops and other ops name their value class up to
+/// loops (`keyed_value`); a `par.reduce` is a loop, organized like the ops
+/// that make its operand where they share one label.
+fn label_options(
+    eg: &EGraph,
+    ids: &[Id],
+    options: &[Vec<SymbolLang>],
+    kids: &[Vec<Vec<u32>>],
+    kinds: &[Vec<Kind<String>>],
+    keyed_value: &[u32],
+) -> Labels {
+    let reduce_loop = |c: usize, j: usize| options[c][j].op.as_str() == "par.reduce";
+    let mut labels: HashMap<String, u32> = HashMap::new();
+    let mut label_id = |label: String| {
+        let n = labels.len() as u32;
+        *labels.entry(label).or_insert(n)
+    };
+    let label: Vec<Vec<u32>> = (0..ids.len())
+        .map(|c| {
+            (0..options[c].len())
+                .map(|j| {
+                    label_id(match &kinds[c][j] {
+                        Kind::Pointwise(t) | Kind::Op(t) => format!("k{}|{t}", keyed_value[c]),
+                        Kind::Materialize(t) => t.clone(),
+                        Kind::View | Kind::Loop(_) => String::new(),
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    let stores: Vec<Vec<Option<u32>>> = (0..ids.len())
+        .map(|c| {
+            let ty = eg[ids[c]].data.ty();
+            (0..options[c].len())
+                .map(|j| {
+                    let op = options[c][j].op.as_str();
+                    let structural = matches!(
+                        op,
+                        "tile.matmul" | "tensor.matmul" | "tensor.reduce" | "par.reduce"
+                    ) || (op == "par.combine"
+                        && matches!(kinds[c][j], Kind::Op(_)));
+                    (structural && stateless(ty))
+                        .then(|| label_id(format!("materialize|{}", stateless_type(ty))))
+                })
+                .collect()
+        })
+        .collect();
+    let root_store: Vec<u32> = ids
+        .iter()
+        .map(|id| label_id(format!("materialize|{}", stateless_type(eg[*id].data.ty()))))
+        .collect();
+    let mut names = vec![String::new(); labels.len()];
+    for (l, i) in labels {
+        names[i as usize] = l;
+    }
+    let kind = kinds
+        .iter()
+        .enumerate()
+        .map(|(c, ks)| {
+            ks.iter()
+                .enumerate()
+                .map(|(j, k)| {
+                    let l = label[c][j];
+                    if reduce_loop(c, j) {
+                        let k = kids[c][j][0] as usize;
+                        let mut ls = (0..options[k].len())
+                            .filter(|jk| kinds[k][*jk].computes() && !reduce_loop(k, *jk))
+                            .map(|jk| label[k][jk]);
+                        let org = match ls.next() {
+                            Some(l) if ls.all(|m| m == l) => Some(l),
+                            _ => None,
+                        };
+                        return Kind::Loop(org);
+                    }
+                    match k {
+                        Kind::View | Kind::Loop(_) => Kind::View,
+                        Kind::Pointwise(_) => Kind::Pointwise(l),
+                        Kind::Materialize(_) => Kind::Materialize(l),
+                        Kind::Op(_) => Kind::Op(l),
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    Labels {
+        kind,
+        stores,
+        root_store,
+        names,
+    }
+}
+
+/// Whether ops of two labels can produce each value class (`value` gives
+/// each class's; `kind` the options' kinds).
+fn several_organizations(kind: &[Vec<Kind>], value: &[u32], values: usize) -> Vec<bool> {
+    let mut org: Vec<Option<u32>> = vec![None; values];
+    let mut several = vec![false; values];
+    for (c, ks) in kind.iter().enumerate() {
+        let v = value[c] as usize;
+        for k in ks {
+            if let Some(l) = k.org() {
+                match org[v] {
+                    None => org[v] = Some(l),
+                    Some(o) if o != l => several[v] = true,
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+    several
 }

@@ -3,25 +3,34 @@ use crate::convert::node_attrs;
 use efir_ir::AxisState;
 use egg::{Id, SymbolLang};
 
-/// How an e-node enters the canonical form (the number is its interned
-/// label, which names its value class up to `par.reduce` loops; the
-/// one-organization rule compares the labels of pointwise ops and ops).
-#[derive(Clone, Copy)]
-pub(super) enum Kind {
+/// How an e-node enters the canonical form, with its label `L`: the text
+/// [`node_kind`] gives, then its interned number, which names its value
+/// class up to `par.reduce` loops (the one-organization rule compares the
+/// labels of pointwise ops and ops).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind<L = u32> {
     /// Transparent: the value read through it is its operand's.
     View,
     /// Part of a pointwise region, keyed by its value and the region's
     /// inputs.
-    Pointwise(u32),
+    Pointwise(L),
     /// Assembles tiles into a value without parallel state: a kernel
     /// boundary.
-    Materialize(u32),
+    Materialize(L),
     /// Keyed by its label and its operands' keys.
-    Op(u32),
+    Op(L),
     /// A `par.reduce` loop, keyed as its operand (one iteration with a
     /// full-extent tile); organized like the ops that make its operand
     /// (the label they share, if they do).
-    Loop(Option<u32>),
+    Loop(Option<L>),
+}
+
+impl<L> Kind<L> {
+    /// Whether it computes its value (a pointwise op or another op), as
+    /// opposed to a view, a materialization or a loop.
+    pub(super) fn computes(&self) -> bool {
+        matches!(self, Kind::Pointwise(_) | Kind::Op(_))
+    }
 }
 
 impl Kind {
@@ -86,8 +95,8 @@ pub(super) fn partial_type(ty: Option<&efir_ir::Type>) -> String {
     .unwrap_or_default()
 }
 
-/// How an e-node enters the canonical form: 0 view, 1 pointwise, 2
-/// materialize, 3 other op; and its label (without parallel state:
+/// How an e-node enters the canonical form (never as a loop: a
+/// `par.reduce` is an op here), with its label as text (without parallel state:
 /// partitioned and replicated axes are views whose tile sizes are schedule
 /// parameters, a full-extent tile being the unpartitioned form, and partial
 /// axes are reduced by loops, one iteration with a full-extent tile, or
@@ -98,21 +107,21 @@ pub(super) fn node_kind(
     id: Id,
     kids: &[u32],
     ids: &[Id],
-) -> (u8, String) {
+) -> Kind<String> {
     let op = n.op.as_str();
     let ty = eg[id].data.ty();
     let whole = stateless_type(ty);
     if op == "par.partition" || op == "par.replicate" {
         // A view is transparent: a value read through a partition or a
         // replicate is the same value, whatever the chain.
-        return (0, String::new());
+        return Kind::View;
     }
     if pointwise(op) {
         // A pointwise region is keyed by the value it computes and its
         // inputs: how the expression is written (operand order, association,
         // where casts and factors sit, where it sits relative to the views)
         // does not matter.
-        return (1, format!("pointwise|{whole}"));
+        return Kind::Pointwise(format!("pointwise|{whole}"));
     }
     if op == "par.combine" {
         let kid_ty = kids.first().and_then(|k| eg[ids[*k as usize]].data.ty());
@@ -128,9 +137,9 @@ pub(super) fn node_kind(
             // Assembling tiles: a view, unless it leaves a value without
             // parallel state, which is materialized (a kernel boundary).
             return if stateless(ty) {
-                (2, format!("materialize|{whole}"))
+                Kind::Materialize(format!("materialize|{whole}"))
             } else {
-                (0, String::new())
+                Kind::View
             };
         }
     }
@@ -138,7 +147,7 @@ pub(super) fn node_kind(
         .iter()
         .map(|(a, v)| format!("{a}={v}"))
         .collect();
-    (3, format!("{op}|{}|{whole}", attrs.join(",")))
+    Kind::Op(format!("{op}|{}|{whole}", attrs.join(",")))
 }
 
 /// Whether a type's tensors have no parallel state.

@@ -73,6 +73,7 @@ mod record;
 mod search;
 mod space;
 mod tree;
+mod values;
 
 pub use self::candidates::{parse_candidates, summary};
 pub use self::index::Enumerator;

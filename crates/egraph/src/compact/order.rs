@@ -1,3 +1,4 @@
+use crate::analysis::Data;
 use crate::analysis::EGraph;
 use crate::convert::{node_attrs, node_operands};
 use crate::extract::GlobalMemoryCost;
@@ -111,4 +112,75 @@ pub(super) fn best_costs(
         }
     }
     costs
+}
+
+/// The e-classes that hold values, numbered densely, and each one's
+/// number.
+pub(super) fn numbered_classes(eg: &EGraph) -> (Vec<Id>, HashMap<Id, u32>) {
+    let mut ids = Vec::new();
+    let mut index = HashMap::new();
+    for c in eg.classes() {
+        if matches!(c.data, Data::Value(_)) {
+            index.insert(c.id, ids.len() as u32);
+            ids.push(c.id);
+        }
+    }
+    (ids, index)
+}
+
+/// Each class's options, cheapest first, and each option's operands (as
+/// dense indices). Tensor-level matmuls are replaced by their tiled
+/// implementations where a class has them. Options are tried cheapest first
+/// (by the greedy extractor's global-memory cost of choosing the e-node with
+/// the cheapest children, see [`OrderCost`]), so that limited enumerations
+/// find good candidates first.
+#[allow(clippy::type_complexity)]
+pub(super) fn ordered_options(
+    eg: &EGraph,
+    ids: &[Id],
+    index: &HashMap<Id, u32>,
+) -> (Vec<Vec<SymbolLang>>, Vec<Vec<Vec<u32>>>) {
+    let order = || OrderCost {
+        inner: GlobalMemoryCost {
+            eg,
+            launch: 65536.0,
+        },
+    };
+    let best = best_costs(eg, &mut order());
+    let mut cf = order();
+    let mut options = Vec::new();
+    let mut kids = Vec::new();
+    for id in ids {
+        let nodes: Vec<SymbolLang> = eg[*id].nodes.clone();
+        let tiled: Vec<SymbolLang> = nodes
+            .iter()
+            .filter(|n| n.op.as_str() != "tensor.matmul")
+            .cloned()
+            .collect();
+        let mut opts = if tiled.is_empty() { nodes } else { tiled };
+        opts.sort();
+        let mut costed: Vec<(f64, SymbolLang)> = opts
+            .into_iter()
+            .map(|n| {
+                let cost = egg::CostFunction::cost(&mut cf, &n, |c| {
+                    best.get(&eg.find(c)).copied().unwrap_or(f64::INFINITY)
+                });
+                (cost, n)
+            })
+            .collect();
+        costed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let opts: Vec<SymbolLang> = costed.into_iter().map(|(_, n)| n).collect();
+        let ks: Vec<Vec<u32>> = opts
+            .iter()
+            .map(|n| {
+                node_operands(eg, n)
+                    .iter()
+                    .filter_map(|c| index.get(&eg.find(*c)).copied())
+                    .collect()
+            })
+            .collect();
+        options.push(opts);
+        kids.push(ks);
+    }
+    (options, kids)
 }

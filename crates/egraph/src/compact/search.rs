@@ -58,7 +58,7 @@ impl<'a> Enumerator<'a> {
             self.det_fresh = false;
             return Verdict::Invalid;
         }
-        if self.sketch {
+        if self.sketching {
             // (A sketch drops every partial program whose canonical form
             // was kept before, whatever its context, which it never
             // computes: what was found about `t`'s determined classes is
@@ -267,7 +267,7 @@ impl<'a> Enumerator<'a> {
             return self.run_threads(mode, max_candidates, time_limit, max_states, threads);
         }
         let start = Instant::now();
-        self.sketch = true;
+        self.sketching = true;
         let first = self.run_threads(
             mode,
             max_candidates,
@@ -275,7 +275,7 @@ impl<'a> Enumerator<'a> {
             max_states,
             threads,
         );
-        self.sketch = false;
+        self.sketching = false;
         let (expanded, classes) = (first.expanded_states, first.classes);
         let sketch_time_s = start.elapsed().as_secs_f64();
         let mut out = if first.stopped_by == Some("max-candidates")

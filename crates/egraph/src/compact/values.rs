@@ -1,0 +1,148 @@
+//! Value classes: which e-classes hold the same value (for the
+//! one-organization rule, and, up to `par.reduce` loops, for keys).
+
+use super::kinds::{partial_type, stateless_type, Kind};
+use crate::analysis::EGraph;
+use crate::convert::node_attrs;
+use egg::{Id, SymbolLang};
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+
+/// The value classes of an e-graph's classes (dense indices, as in
+/// [`super::Enumerator`]).
+pub(super) struct ValueClasses {
+    /// The value class of each e-class, numbered densely: e-classes that
+    /// hold the same value under different parallel states (linked by
+    /// views and materializations), and e-classes computing the same op
+    /// over the same values. A partial result is not its whole value.
+    pub(super) value: Vec<u32>,
+    /// The number of value classes.
+    pub(super) count: usize,
+    /// The value classes up to `par.reduce` loops (what keys name; not
+    /// dense).
+    pub(super) keyed: Vec<u32>,
+}
+
+/// The representative of `x` in the union-find `p` (halving paths).
+fn find(p: &mut [u32], mut x: u32) -> u32 {
+    while p[x as usize] != x {
+        p[x as usize] = p[p[x as usize] as usize];
+        x = p[x as usize];
+    }
+    x
+}
+
+/// Join the sets of `a` and `b` (the smaller representative stays).
+fn union(p: &mut [u32], a: u32, b: u32) -> bool {
+    let (a, b) = (find(p, a), find(p, b));
+    if a == b {
+        return false;
+    }
+    p[a.max(b) as usize] = a.min(b);
+    true
+}
+
+/// The value classes of the classes `ids` whose options are `options`
+/// (with operands `kids` and kinds `kinds`, as [`super::kinds::node_kind`]
+/// gives them): every e-node counts, whatever the candidate space keeps.
+pub(super) fn value_classes(
+    eg: &EGraph,
+    ids: &[Id],
+    options: &[Vec<SymbolLang>],
+    kids: &[Vec<Vec<u32>>],
+    kinds: &[Vec<Kind<String>>],
+) -> ValueClasses {
+    let reduce_loop = |c: usize, j: usize| options[c][j].op.as_str() == "par.reduce";
+    // E-classes that hold the same value under different parallel states
+    // (linked by partitions, replicates and combines that assemble tiles)
+    // share one. A partial result is not its combined value; with `loops`,
+    // a `par.reduce`'s is.
+    let link = |parent: &mut Vec<u32>, loops: bool| {
+        for (c, ks) in kinds.iter().enumerate() {
+            for (j, kind) in ks.iter().enumerate() {
+                let joins = matches!(kind, Kind::View | Kind::Materialize(_))
+                    || (loops && reduce_loop(c, j));
+                if let (true, Some(k)) = (joins, kids[c][j].first()) {
+                    union(parent, c as u32, *k);
+                }
+            }
+        }
+    };
+    // Each option's op, attributes and type (with the partial axes of its
+    // result where `partial`), for ops that compute (not views,
+    // materializations or loops).
+    let signatures = |partial: bool| -> Vec<Vec<Option<String>>> {
+        (0..ids.len())
+            .map(|c| {
+                (0..options[c].len())
+                    .map(|j| {
+                        let n = &options[c][j];
+                        let computes = kinds[c][j].computes() && !reduce_loop(c, j);
+                        computes.then(|| {
+                            let attrs: Vec<String> = node_attrs(eg, n)
+                                .iter()
+                                .map(|(a, v)| format!("{a}={v}"))
+                                .collect();
+                            let ty = eg[ids[c]].data.ty();
+                            let ty = if partial {
+                                partial_type(ty)
+                            } else {
+                                stateless_type(ty)
+                            };
+                            format!("{}|{}|{ty}", n.op, attrs.join(","))
+                        })
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    // Congruence: the same op over the same values computes the same value,
+    // whichever e-classes hold it (say two collections of one partial
+    // result under different parallel states).
+    let congruence = |parent: &mut Vec<u32>, signatures: &[Vec<Option<String>>]| loop {
+        let mut changed = false;
+        let mut by_op: HashMap<(&str, Vec<u32>), u32> = HashMap::new();
+        for (c, cs) in signatures.iter().enumerate() {
+            for (j, op) in cs.iter().enumerate() {
+                let Some(op) = op else { continue };
+                let ks: Vec<u32> = kids[c][j].iter().map(|k| find(parent, *k)).collect();
+                match by_op.entry((op.as_str(), ks)) {
+                    Entry::Vacant(e) => {
+                        e.insert(c as u32);
+                    }
+                    Entry::Occupied(e) => changed |= union(parent, c as u32, *e.get()),
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    };
+    let mut parent: Vec<u32> = (0..ids.len() as u32).collect();
+    link(&mut parent, false);
+    congruence(&mut parent, &signatures(true));
+    // Numbered densely (states keep one word per value).
+    let mut dense: HashMap<u32, u32> = HashMap::new();
+    let value: Vec<u32> = (0..ids.len() as u32)
+        .map(|c| {
+            let v = find(&mut parent, c);
+            let n = dense.len() as u32;
+            *dense.entry(v).or_insert(n)
+        })
+        .collect();
+    // For keys, a `par.reduce` is a loop over an axis's tiles: with a
+    // full-extent tile it is one iteration, so the partial result it
+    // reduces is keyed as the whole value (like a full-extent tile of a
+    // partitioned axis). A `par.collect` keeps partial results in memory
+    // and stays keyed.
+    link(&mut parent, true);
+    congruence(&mut parent, &signatures(false));
+    let keyed = (0..ids.len() as u32)
+        .map(|c| find(&mut parent, c))
+        .collect();
+    ValueClasses {
+        value,
+        count: dense.len(),
+        keyed,
+    }
+}
