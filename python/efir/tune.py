@@ -275,7 +275,9 @@ def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.m
     stops when the budget is spent, or when every survivor is done (one is
     left, or none has an unmeasured neighbour). `prepare([(name, cfg)])`,
     if given, is called with each round's schedules before any of them is
-    measured (to compile them in parallel). Returns {"name", "config",
+    measured (to compile them in parallel); if it returns an iterable of
+    indices into the round, those schedules are measured in that order (as
+    each is compiled) and the others not. Returns {"name", "config",
     "time_us", "measured", "rounds", "trace"} (name None when nothing
     measured was correct). `halve=False` keeps every candidate (a wide
     sweep, for comparison).
@@ -321,16 +323,27 @@ def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.m
 
     def run_batch(batch, must=0):
         # Each round's schedules are known before any is timed: `prepare`
-        # (compiling them in parallel) sees them all first. The first `must`
-        # are measured even past the budget.
-        if prepare and batch:
-            prepare(batch)
-        done = 0
-        for i, (name, cfg) in enumerate(batch):
-            if i >= must and spent():
-                break
-            run(name, cfg)
-            done += 1
+        # (compiling them in parallel) sees them all first; where it
+        # returns an iterable of batch indices (each yielded when that
+        # schedule is compiled), they are measured in that order, and those
+        # it never yields are left out. The first `must` are measured even
+        # past the budget (or if never yielded).
+        order = prepare(batch) if prepare and batch else None
+        done, seen = 0, set()
+        try:
+            for i in (range(len(batch)) if order is None else order):
+                if spent():
+                    break
+                seen.add(i)
+                run(*batch[i])
+                done += 1
+        finally:
+            if hasattr(order, "close"):
+                order.close()
+        for i in range(min(must, len(batch))):
+            if i not in seen:
+                run(*batch[i])
+                done += 1
         return done
 
     def moves(name):
@@ -614,14 +627,22 @@ def tune_modules(cands, inputs, expected, budget_s, timer=None, progress=None, s
         pool = CompilePool()
 
     def prepare(batch):
-        # compile in the workers, within what is left of the budget
+        # compile in the workers, within what is left of the budget; each
+        # schedule is measured as soon as it is compiled (the workers only
+        # compile, so they do not disturb the timing)
         left = budget_s - (time.monotonic() - t_start)
-        for (n, c), r in zip(batch, pool.run([(paths[n], c) for n, c in batch], timeout=max(10.0, left))):
-            if r is not None and r.get("kind") in ("infeasible", "fatal"):
-                skip[(n, _key(c))] = f"{r['kind']} in a compile worker: {r.get('error', '')}"
+        it = pool.run_iter([(paths[n], c) for n, c in batch], timeout=max(10.0, left))
+        try:
+            for j, r in it:
+                n, c = batch[j]
+                if r.get("kind") in ("infeasible", "fatal"):
+                    skip[(n, _key(c))] = f"{r['kind']} in a compile worker: {r.get('error', '')}"
+                yield j
+        finally:
+            it.close()  # stops the workers still compiling this round
 
     try:
-        res = search(specs, measure, budget_s=budget_s, seed=seed, progress=progress, prepare=prepare if pool is not None and cuda else None, **search_args)
+        res = search(specs, measure, budget_s=budget_s, seed=seed, progress=progress, prepare=prepare if pool is not None else None, **search_args)
     finally:
         if own:
             pool.close()

@@ -26,23 +26,45 @@ FATAL = ("illegal memory access", "illegal instruction", "unspecified launch fai
 INFEASIBLE = ("outofresources", "out of resource", "shared memory", "too many resources", "registers")
 
 
+class _Warm:
+    """Stands for a @triton.jit kernel in a module run only to compile it:
+    `kernel[grid](*args, **kw)` compiles (Triton's `warmup`: into the
+    in-memory and on-disk caches) without launching anything."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __getitem__(self, grid):
+        return lambda *args, **kw: self.fn.warmup(*args, grid=grid, **kw)
+
+
 def _compile_job(path, cfg, mods):
-    """Run module `path` once under schedule `cfg` on random inputs (in a
-    worker process), so that Triton compiles it into its on-disk cache:
-    {"ok"} or {"ok": False, "error", "kind"} where kind is "infeasible"
-    (does not compile or fit), "fatal" (broke the CUDA context), "oom"
-    (out of GPU memory: the GPU is shared, so not a verdict) or "error"."""
+    """Compile module `path` under schedule `cfg` (in a worker process) into
+    Triton's on-disk cache. On a GPU nothing runs there (the kernels are
+    compiled by `warmup`, the buffers are `torch.empty`), so that a worker
+    never disturbs the timing of another schedule; under TRITON_INTERPRET=1
+    the module runs. {"ok"} or {"ok": False, "error", "kind"} where kind is
+    "infeasible" (does not compile or fit), "fatal" (broke the CUDA
+    context), "oom" (out of GPU memory: the GPU is shared, so not a
+    verdict) or "error"."""
     import torch
 
     xs = out = None
     try:
-        if path not in mods:
-            mods[path] = _load(path, f"pre_{os.getpid()}_{len(mods)}")
-        mod = mods[path]
         dev = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
+        if path not in mods:
+            mod = _load(path, f"pre_{os.getpid()}_{len(mods)}")
+            if dev == "cuda":
+                for k, v in list(vars(mod).items()):
+                    if hasattr(v, "warmup") and hasattr(v, "fn") and hasattr(v, "__getitem__"):
+                        setattr(mod, k, _Warm(v))
+            mods[path] = mod
+        mod = mods[path]
         xs = []
         for _, shape, dt in mod.INPUTS:
-            if dt.is_floating_point:
+            if dev == "cuda":
+                xs.append(torch.empty(shape, device=dev, dtype=dt))
+            elif dt.is_floating_point:
                 xs.append(torch.randn(shape, device=dev).to(dt))
             else:
                 xs.append(torch.zeros(shape, device=dev, dtype=dt))
@@ -138,16 +160,17 @@ class CompilePool:
             if not sel.get_map():
                 break
             for key, _ in sel.select(timeout=1.0):
-                self._read(key.data, {}, [])
+                self._read(key.data, {}, {})
             sel.close()
         return sum(w["ready"] for w in self.procs)
 
     def _read(self, w, ids, results):
-        """Read what worker w wrote: its ready line, its job's result."""
+        """Read what worker w wrote: its ready line, its job's result (into
+        results[job id])."""
         chunk = os.read(w["proc"].stdout.fileno(), 1 << 16)
         if not chunk:  # end of output: the worker died
             if w["job"] in ids:
-                results[ids[w["job"]]] = {"ok": False, "error": f"worker died (exit {w['proc'].wait()})", "kind": "fatal"}
+                results[w["job"]] = {"ok": False, "error": f"worker died (exit {w['proc'].wait()})", "kind": "fatal"}
             w["job"] = None
             return
         w["buf"] += chunk
@@ -157,7 +180,7 @@ class CompilePool:
             if "ready" in msg:
                 w["ready"] = True
             elif msg.get("id") == w["job"] and w["job"] in ids:
-                results[ids[msg["id"]]] = msg
+                results[msg["id"]] = msg
                 w["job"] = None
 
     def _kill(self, w):
@@ -171,47 +194,63 @@ class CompilePool:
         """Compile `jobs` ([(module path, cfg)]); returns one result per job
         (see `_compile_job`), None for a job not done within `timeout`
         seconds of this call."""
+        results = [None] * len(jobs)
+        for j, r in self.run_iter(jobs, timeout):
+            results[j] = r
+        return results
+
+    def run_iter(self, jobs, timeout=300.0):
+        """Compile `jobs`, yielding (index, result) as each one is done, for
+        at most `timeout` seconds. Closing the generator early, or its
+        deadline, kills the workers still compiling (they are started again
+        by the next call)."""
         import selectors
 
         if not jobs:
-            return []
+            return
+        self.procs = [w for w in self.procs if w["proc"].poll() is None]
         while len(self.procs) < min(self.n, len(jobs)):
             self.procs.append(self._spawn())
-        results = [None] * len(jobs)
         ids = {}
         queue = list(range(len(jobs)))
         queue.reverse()
         deadline = time.monotonic() + timeout
-        while True:
-            now = time.monotonic()
-            for i, w in enumerate(self.procs):
-                if w["proc"].poll() is not None:  # died: replace it
-                    self.procs[i] = w = self._spawn()
-                if w["job"] is None and queue:
-                    j = queue.pop()
-                    self.next_id += 1
-                    ids[self.next_id] = j
-                    try:
-                        w["proc"].stdin.write((json.dumps({"id": self.next_id, "path": str(jobs[j][0]), "cfg": dict(jobs[j][1])}) + "\n").encode())
-                        w["job"], w["t0"] = self.next_id, now
-                    except OSError:
-                        queue.append(j)
-            busy = [w for w in self.procs if w["job"] is not None and w["job"] in ids]
-            if not busy or now >= deadline:
-                break
-            sel = selectors.DefaultSelector()
+        try:
+            while True:
+                now = time.monotonic()
+                for i, w in enumerate(self.procs):
+                    if w["proc"].poll() is not None and w["job"] is None:  # died idle: replace it
+                        self.procs[i] = w = self._spawn()
+                    if w["job"] is None and queue:
+                        j = queue.pop()
+                        self.next_id += 1
+                        ids[self.next_id] = j
+                        try:
+                            w["proc"].stdin.write((json.dumps({"id": self.next_id, "path": str(jobs[j][0]), "cfg": dict(jobs[j][1])}) + "\n").encode())
+                            w["job"], w["t0"] = self.next_id, now
+                        except OSError:
+                            queue.append(j)
+                busy = [w for w in self.procs if w["job"] is not None]
+                if not busy or now >= deadline:
+                    break
+                sel = selectors.DefaultSelector()
+                for w in busy:
+                    sel.register(w["proc"].stdout, selectors.EVENT_READ, w)
+                ready = sel.select(timeout=min(1.0, max(0.0, deadline - now)))
+                sel.close()
+                for key, _ in ready:
+                    out = {}
+                    self._read(key.data, ids, out)
+                    for jid, r in out.items():
+                        yield ids[jid], r
+        finally:
+            # jobs still running (past the deadline, or the caller stopped):
+            # their workers are killed
             for w in self.procs:
-                sel.register(w["proc"].stdout, selectors.EVENT_READ, w)
-            ready = sel.select(timeout=min(1.0, max(0.0, deadline - now)))
-            sel.close()
-            for key, _ in ready:
-                self._read(key.data, ids, results)
-        # jobs still running past the deadline: their workers are replaced
-        for i, w in enumerate(self.procs):
-            if w["job"] is not None:
-                self._kill(w)
-                self.procs[i] = self._spawn()
-        return results
+                if w["job"] is not None:
+                    self._kill(w)
+                    w["job"] = None
+            self.procs = [w for w in self.procs if w["proc"].poll() is None]
 
     def close(self):
         for w in self.procs:

@@ -374,7 +374,35 @@ def test_compile_pool_classifies_and_outlives_a_hung_job(tmp_path):
         assert tune.time.monotonic() - t0 < 15
         assert res[0] is None and res[1]["ok"]  # hung past the deadline; the other worker went on
         hung = [p for p in before if p not in [w["proc"] for w in pool.procs]]
-        assert len(hung) == 1 and hung[0].poll() is not None  # killed and replaced
-        assert len(pool.procs) == 2
+        assert len(hung) == 1 and hung[0].poll() is not None  # killed (started again by the next run)
+        assert len(pool.procs) == 1
     finally:
         pool.close()
+
+
+def test_search_measures_schedules_as_prepare_yields_them():
+    """A prepare that yields batch indices as schedules compile: they are
+    measured in that order; one never yielded (it did not compile in time)
+    is not measured, except a candidate's default in round 0."""
+    f = bowl({"BLOCK_m": 16, "BLOCK_n": 64})
+    measured, rounds = [], []
+
+    def measure(name, cfg):
+        measured.append((name, tuple(sorted(cfg.items()))))
+        return f(cfg)
+
+    def prepare(batch):
+        keys = [(n, tuple(sorted(c.items()))) for n, c in batch]
+        rounds.append(keys)
+        start = len(measured)
+        for i in reversed(range(1, len(batch))):  # the first never compiles
+            yield i
+            assert measured[-1] == keys[i] and len(measured) == start + len(batch) - i
+        if len(rounds) > 1:
+            assert keys[0] not in measured[start:]  # never yielded: not measured in its round
+
+    res = tune.search([("a", DEFAULT, SPACE)], measure, budget_s=1e9, clock=FakeClock(), prepare=prepare)
+    first = rounds[0]
+    assert measured[: len(first)] == first[1:][::-1] + first[:1]  # the default last, though never yielded
+    assert len(rounds) > 2
+    assert res["measured"] == len(measured)
