@@ -405,6 +405,22 @@ def rotation(nbytes):
     return max(1, min(8, math.ceil(3 * L2_BYTES / max(int(nbytes), 1))))
 
 
+SLOW = 10.0  # a schedule this many times slower than the best so far is not timed closely
+
+
+def event_us(fn):
+    """Microseconds of one call of fn, by CUDA events (launch overhead
+    included: a coarse probe)."""
+    import torch
+
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    fn()
+    e1.record()
+    torch.cuda.synchronize()
+    return 1000.0 * e0.elapsed_time(e1)
+
+
 def graph_time_us(run, inputs, rep=20):
     """Median time per call of `run(*inputs)` with CUDA-graph replays
     (`triton.testing.do_bench_cudagraph`: no launch overhead from Python),
@@ -580,7 +596,9 @@ def tune_modules(cands, inputs, expected, budget_s, timer=None, progress=None, s
     module, module source)], best static estimate first. Every schedule is
     run on `inputs` and checked against `expected` (relative L2 <= tol)
     before it is timed, by `timer(name, mod, cfg, run)` where given (tests),
-    else with CUDA graphs (`graph_time_us`). On a GPU each round is first
+    else with CUDA graphs (`graph_time_us`; a schedule whose one run, timed
+    by events, is over SLOW times the best so far and over 1 ms keeps that
+    coarse time instead). On a GPU each round is first
     compiled in worker processes (`pool`, a `CompilePool`, else one made
     and closed here); a schedule a worker found infeasible or fatal is not
     run here. Returns `search`'s result with "failures" (why schedules
@@ -590,6 +608,7 @@ def tune_modules(cands, inputs, expected, budget_s, timer=None, progress=None, s
     t_start = time.monotonic()
     failures = []
     skip = {}  # (name, cfg key) -> why: a worker found it infeasible or fatal
+    fastest = [math.inf]
     loaded = {name: mod for name, _, mod, _ in cands}
     paths = {name: path for name, path, _, _ in cands}
 
@@ -613,7 +632,16 @@ def tune_modules(cands, inputs, expected, budget_s, timer=None, progress=None, s
                 return None
             if timer is not None:
                 return float(timer(name, mod, cfg, lambda: mod.run(*inputs, config=cfg)))
-            return graph_time_us(lambda *xs: mod.run(*xs, config=cfg), inputs)
+            if fastest[0] < math.inf:
+                # one run timed with events first: a schedule SLOW times
+                # slower than the best so far (a tile of one element can
+                # take seconds) is not worth CUDA-graph replays
+                t = event_us(lambda: mod.run(*inputs, config=cfg))
+                if t > SLOW * fastest[0] and t > 1000.0:
+                    return t
+            t = graph_time_us(lambda *xs: mod.run(*xs, config=cfg), inputs)
+            fastest[0] = min(fastest[0], t)
+            return t
         except Exception as e:  # noqa: BLE001 (does not compile, does not fit: infeasible)
             failures.append(f"@{name} {schedule_text(cfg)}: {type(e).__name__}: {str(e).strip()[:300]}")
             return None

@@ -406,3 +406,47 @@ def test_search_measures_schedules_as_prepare_yields_them():
     assert measured[: len(first)] == first[1:][::-1] + first[:1]  # the default last, though never yielded
     assert len(rounds) > 2
     assert res["measured"] == len(measured)
+
+
+def test_tune_modules_skips_close_timing_of_hopeless_schedules(monkeypatch):
+    """A schedule whose probe run is over SLOW times the best so far (and
+    over 1 ms) keeps its probe time; the others are timed with graphs. Wrong
+    results are infeasible. (CPU: the two timings are stand-ins.)"""
+    import torch
+
+    class Mod:
+        CONFIG_SPACE = {"BLOCK_m": [1, 2, 4, 8, 16, 32, 64, 128], "num_warps": [4]}
+        DEFAULT_CONFIG = {"BLOCK_m": 64, "num_warps": 4}
+
+        @staticmethod
+        def run(x, config=None):
+            return x * (3 if config["BLOCK_m"] == 2 else 2)  # BLOCK_m=2 computes a wrong result
+
+    cost = lambda cfg: 100.0 * 64 / cfg["BLOCK_m"]  # noqa: E731  (1 us per element of work)
+    current, graphed = {}, []
+
+    def fake_graph(run, inputs, rep=20):
+        graphed.append(current["cfg"])
+        return cost(current["cfg"])
+
+    def fake_event(fn):
+        fn()
+        return 1.05 * cost(current["cfg"])
+
+    monkeypatch.setattr(tune, "graph_time_us", fake_graph)
+    monkeypatch.setattr(tune, "event_us", fake_event)
+    real_run = Mod.run
+
+    def run(x, config=None):
+        current["cfg"] = dict(config)
+        return real_run(x, config)
+
+    Mod.run = staticmethod(run)
+    x = torch.ones(4)
+    res = tune.tune_modules([("m", None, Mod, "")], [x], [x * 2], budget_s=1e9, cuda=False, first=8)
+    assert res["config"]["BLOCK_m"] == 128 and res["time_us"] == pytest.approx(50.0)
+    times = {c["BLOCK_m"]: t for _, c, t in res["trace"]}
+    assert times[2] is None and any("relative L2" in f for f in res["failures"])
+    # BLOCK_m=1: a 6720 us probe against a best of at most 100 us (the default's): not graph-timed
+    assert 1 not in [c["BLOCK_m"] for c in graphed] and times[1] == pytest.approx(1.05 * 6400)
+    assert {64, 128} <= {c["BLOCK_m"] for c in graphed}
