@@ -20,6 +20,7 @@ returning microseconds, or None for a schedule that does not compile, does
 not fit, or computes a wrong result, so it is tested with fake timers.
 """
 
+import contextlib
 import hashlib
 import json
 import math
@@ -600,8 +601,9 @@ def tune_modules(cands, inputs, expected, budget_s, timer=None, progress=None, s
     by events, is over SLOW times the best so far and over 1 ms keeps that
     coarse time instead). On a GPU each round is first
     compiled in worker processes (`pool`, a `CompilePool`, else one made
-    and closed here); a schedule a worker found infeasible or fatal is not
-    run here. Returns `search`'s result with "failures" (why schedules
+    and closed here) and measured as it is done, holding the pool's GPU
+    lock; a schedule a worker found infeasible or fatal, or whose worker
+    run was hopelessly slow, is not run here. Returns `search`'s result with "failures" (why schedules
     were left out) and "seconds" (the time spent)."""
     import torch
 
@@ -609,6 +611,7 @@ def tune_modules(cands, inputs, expected, budget_s, timer=None, progress=None, s
     failures = []
     skip = {}  # (name, cfg key) -> why: a worker found it infeasible or fatal
     fastest = [math.inf]
+    probes = {}  # (name, cfg key) -> a worker's time of one run, microseconds
     loaded = {name: mod for name, _, mod, _ in cands}
     paths = {name: path for name, path, _, _ in cands}
 
@@ -621,6 +624,13 @@ def tune_modules(cands, inputs, expected, budget_s, timer=None, progress=None, s
         return max(errs) if errs else math.inf
 
     def measure(name, cfg):
+        probe = probes.get((name, _key(cfg)))
+        if probe is not None and probe > SLOW * fastest[0] and probe > 1000.0:
+            return probe  # the worker's one run: hopeless, not run here
+        with pool.gpu_lock() if pool is not None and cuda else contextlib.nullcontext():
+            return measure_here(name, cfg)
+
+    def measure_here(name, cfg):
         mod = loaded[name]
         if (name, _key(cfg)) in skip:
             failures.append(f"@{name} {schedule_text(cfg)}: {skip[(name, _key(cfg))]}")
@@ -656,8 +666,8 @@ def tune_modules(cands, inputs, expected, budget_s, timer=None, progress=None, s
 
     def prepare(batch):
         # compile in the workers, within what is left of the budget; each
-        # schedule is measured as soon as it is compiled (the workers only
-        # compile, so they do not disturb the timing)
+        # schedule is measured as soon as it is compiled (a worker runs a
+        # schedule only under the GPU lock, which measuring holds)
         left = budget_s - (time.monotonic() - t_start)
         it = pool.run_iter([(paths[n], c) for n, c in batch], timeout=max(10.0, left))
         try:
@@ -665,6 +675,8 @@ def tune_modules(cands, inputs, expected, budget_s, timer=None, progress=None, s
                 n, c = batch[j]
                 if r.get("kind") in ("infeasible", "fatal"):
                     skip[(n, _key(c))] = f"{r['kind']} in a compile worker: {r.get('error', '')}"
+                if r.get("probe_us") is not None:
+                    probes[(n, _key(c))] = r["probe_us"]
                 yield j
         finally:
             it.close()  # stops the workers still compiling this round

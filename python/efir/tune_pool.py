@@ -26,25 +26,60 @@ FATAL = ("illegal memory access", "illegal instruction", "unspecified launch fai
 INFEASIBLE = ("outofresources", "out of resource", "shared memory", "too many resources", "registers")
 
 
+LOCK_ENV = "EFIR_TUNE_GPU_LOCK"
+
+
+class gpu_lock:
+    """An exclusive lock on the GPU between the tuner and its workers (flock
+    on a file; released if its holder dies): the tuner holds it while it
+    runs and times a schedule, a worker while it runs one."""
+
+    def __init__(self, path):
+        self.path = path
+        self.fd = None
+
+    def __enter__(self):
+        import fcntl
+
+        if self.path:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)  # releases the lock
+            self.fd = None
+        return False
+
+
 class _Warm:
-    """Stands for a @triton.jit kernel in a module run only to compile it:
-    `kernel[grid](*args, **kw)` compiles (Triton's `warmup`: into the
-    in-memory and on-disk caches) without launching anything."""
+    """Stands for a @triton.jit kernel while a module is run only to compile
+    it: `kernel[grid](*args, **kw)` compiles (Triton's `warmup`: into the
+    in-memory and on-disk caches) without launching anything; with `launch`
+    set, it launches."""
+
+    launch = False
 
     def __init__(self, fn):
         self.fn = fn
 
     def __getitem__(self, grid):
+        if _Warm.launch:
+            return self.fn[grid]
         return lambda *args, **kw: self.fn.warmup(*args, grid=grid, **kw)
 
 
 def _compile_job(path, cfg, mods):
     """Compile module `path` under schedule `cfg` (in a worker process) into
-    Triton's on-disk cache. On a GPU nothing runs there (the kernels are
-    compiled by `warmup`, the buffers are `torch.empty`), so that a worker
-    never disturbs the timing of another schedule; under TRITON_INTERPRET=1
-    the module runs. {"ok"} or {"ok": False, "error", "kind"} where kind is
-    "infeasible" (does not compile or fit), "fatal" (broke the CUDA
+    Triton's on-disk cache, then run it once on random inputs to catch what
+    only a launch shows (shared memory past the limit, a fault that breaks
+    the CUDA context). On a GPU the compiling launches nothing, and the run
+    holds the GPU lock (`gpu_lock`, its file named by $EFIR_TUNE_GPU_LOCK),
+    so that a worker never runs while the tuner times; its time by CUDA
+    events comes back as "probe_us". Under TRITON_INTERPRET=1 the module
+    just runs. {"ok", "probe_us"} or {"ok": False, "error", "kind"} where
+    kind is "infeasible" (does not compile or fit), "fatal" (broke the CUDA
     context), "oom" (out of GPU memory: the GPU is shared, so not a
     verdict) or "error"."""
     import torch
@@ -60,18 +95,29 @@ def _compile_job(path, cfg, mods):
                         setattr(mod, k, _Warm(v))
             mods[path] = mod
         mod = mods[path]
-        xs = []
-        for _, shape, dt in mod.INPUTS:
-            if dev == "cuda":
-                xs.append(torch.empty(shape, device=dev, dtype=dt))
-            elif dt.is_floating_point:
-                xs.append(torch.randn(shape, device=dev).to(dt))
-            else:
-                xs.append(torch.zeros(shape, device=dev, dtype=dt))
-        out = mod.run(*xs, config=cfg)
+        res = {"ok": True}
         if dev == "cuda":
-            torch.cuda.synchronize()
-        return {"ok": True}
+            _Warm.launch = False
+            mod.run(*[torch.empty(shape, device=dev, dtype=dt) for _, shape, dt in mod.INPUTS], config=cfg)
+        with gpu_lock(os.environ.get(LOCK_ENV) if dev == "cuda" else None):
+            xs = []
+            for _, shape, dt in mod.INPUTS:
+                if dt.is_floating_point:
+                    xs.append(torch.randn(shape, device=dev).to(dt))
+                else:
+                    xs.append(torch.zeros(shape, device=dev, dtype=dt))
+            if dev == "cuda":
+                _Warm.launch = True
+                torch.cuda.synchronize()
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                out = mod.run(*xs, config=cfg)
+                e1.record()
+                torch.cuda.synchronize()
+                res["probe_us"] = 1000.0 * e0.elapsed_time(e1)
+            else:
+                out = mod.run(*xs, config=cfg)
+        return res
     except Exception as e:  # noqa: BLE001 (reported to the parent)
         text = f"{type(e).__name__}: {str(e).strip()[:400]}"
         low = text.lower()
@@ -129,9 +175,18 @@ class CompilePool:
     pool's life; a worker past a job's deadline is killed and replaced."""
 
     def __init__(self, workers=None):
+        import tempfile
+
         self.n = workers or max(1, min(8, (os.cpu_count() or 2) - 1))
         self.procs = []
         self.next_id = 0
+        fd, self.lock_path = tempfile.mkstemp(prefix="efir-tune-gpu-", suffix=".lock")
+        os.close(fd)
+
+    def gpu_lock(self):
+        """The GPU to oneself: no worker runs a kernel meanwhile (they still
+        compile)."""
+        return gpu_lock(self.lock_path)
 
     def _spawn(self):
         import subprocess
@@ -141,7 +196,8 @@ class CompilePool:
         # efir package, whose import pulls in torch._dynamo
         me = str(pathlib.Path(__file__).resolve())
         code = f"import importlib.util as u; s = u.spec_from_file_location('efir_tune_pool_worker', {me!r}); m = u.module_from_spec(s); s.loader.exec_module(m); m._worker_main()"
-        p = subprocess.Popen([sys.executable, "-u", "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+        env = {**os.environ, LOCK_ENV: self.lock_path}
+        p = subprocess.Popen([sys.executable, "-u", "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0, env=env)
         return {"proc": p, "job": None, "t0": 0.0, "ready": False, "buf": b""}
 
     def start(self, timeout=300.0):
@@ -264,6 +320,10 @@ class CompilePool:
             except Exception:  # noqa: BLE001
                 self._kill(w)
         self.procs = []
+        try:
+            os.unlink(self.lock_path)
+        except OSError:
+            pass
 
 
 def precompile(jobs, workers=None, timeout=300.0):

@@ -450,3 +450,21 @@ def test_tune_modules_skips_close_timing_of_hopeless_schedules(monkeypatch):
     # BLOCK_m=1: a 6720 us probe against a best of at most 100 us (the default's): not graph-timed
     assert 1 not in [c["BLOCK_m"] for c in graphed] and times[1] == pytest.approx(1.05 * 6400)
     assert {64, 128} <= {c["BLOCK_m"] for c in graphed}
+
+
+def test_gpu_lock_excludes_other_processes(tmp_path):
+    """While the tuner holds the pool's GPU lock no worker can take it (a
+    worker runs a schedule only under it); it is free again after."""
+    import subprocess
+
+    from efir import tune_pool
+
+    path = str(tmp_path / "gpu.lock")
+    probe = ("import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+             "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB); print('free')\nexcept OSError:\n    print('held')")
+    take = lambda: subprocess.run([sys.executable, "-c", probe, path], capture_output=True, text=True).stdout.strip()  # noqa: E731
+    with tune_pool.gpu_lock(path):
+        assert take() == "held"
+    assert take() == "free"
+    with tune_pool.gpu_lock(None):  # no lock file: no lock (the CPU interpreter)
+        assert take() == "free"
