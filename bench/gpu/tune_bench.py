@@ -19,7 +19,8 @@ bench/gpu/gen/<workload>_B<B>/. For every case this script
    sweep's best.
 
 Prints per case the GPU seconds the tuner spent, the tuner's best, the wide
-sweep's best, their distance (tuner / wide - 1), and the default's time;
+sweep's best, their distance (tuner / min(tuner, wide) - 1: how far the
+tuner stayed from the best known), and the default's time;
 writes JSON after every case (`efir` entries in run.py's schema and each
 shortlisted candidate's static features, so that `bench/gpu/ranking.py
 --fit` reads it). Usage:
@@ -121,7 +122,9 @@ def bench_case(name, b, args, pool, log):
     rec["efir"] = entries(tuned, cands, "tuner") + entries(wide, cands, "wide")
     tt, wt, dt = rec["tuner"].get("time_us"), rec["wide"].get("time_us"), rec["default"]["time_us"]
     if tt and wt:
-        rec["distance"] = tt / wt - 1.0
+        # distance to the best known (the wide sweep's, or the tuner's where it found better)
+        rec["distance"] = tt / min(tt, wt) - 1.0
+        rec["tuner_over_wide"] = tt / wt
     if tt and dt:
         rec["tuned_over_default"] = dt / tt
     rec["wall_s"] = round(time.monotonic() - t0, 1)
