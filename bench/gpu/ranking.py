@@ -27,7 +27,6 @@ import json
 import math
 import pathlib
 import re
-import sys
 
 
 def ranks(xs):
