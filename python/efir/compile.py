@@ -4,9 +4,11 @@ import (torch.export -> .efir), saturate, compact, translate to Triton (the
 best candidate by efir's static estimate, default schedule), and load the
 generated module. The Rust stages run in-process (`efir._efir`) when built,
 else as the `efir-opt` and `efir-translate` binaries (EFIR_BIN_DIR, else the
-repository's target/release or target/debug). Also registers
-`torch.compile` backend "efir": a graph that cannot be compiled falls back
-to eager with one warning saying why.
+repository's target/release or target/debug); `_Stages` writes each stage
+once for both. Also registers `torch.compile` backend "efir": each graph is
+compiled once per input shape (sizes that torch.compile made dynamic are
+fixed at each call's values); a graph that cannot be compiled falls back to
+eager with one warning saying why.
 
 A successful compile is quiet: limits reached on the way (E0706, candidate
 enumeration stopped by a limit) and candidates skipped because they cannot
@@ -140,6 +142,8 @@ class _Stages:
         return self._run("efir-translate", ["--to-triton", "--top", "1"], src, out, native, cli_only=["--print-plan"])
 
     def _run(self, tool, flags, src, out, native, cli_only=()):
+        # (warnings issued here point at compile's caller: _run <- opt or
+        # translate <- the stage's lambda <- _stage <- compile <- caller)
         what = " ".join([tool, *flags])
         src, out = self.work / src, self.work / out
         if self.nat is None:
@@ -151,7 +155,7 @@ class _Stages:
                 err = r.stderr.strip()[-4000:]
                 raise CompileError(f"{what} failed: {reason}\n{err}", diagnostic=err, code=_code(reason))
             for w in _routine(self.diags, _stderr_warnings(r.stderr)):
-                warnings.warn(f"efir: {w}", stacklevel=5)
+                warnings.warn(f"efir: {w}", stacklevel=6)
             return _chosen(r.stderr)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", self.nat.EfirWarning)
@@ -167,7 +171,7 @@ class _Stages:
             if w not in ours:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         for w in _routine(self.diags, [str(w.message) for w in ours]):
-            warnings.warn(w, self.nat.EfirWarning, stacklevel=5)
+            warnings.warn(w, self.nat.EfirWarning, stacklevel=6)
         return result, None
 
 

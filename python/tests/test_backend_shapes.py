@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
-import efir  # noqa: E402
+import efir  # noqa: E402,F401 (registers the backend)
 
 C = sys.modules["efir.compile"]
 
