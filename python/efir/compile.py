@@ -268,6 +268,8 @@ def _check_dtypes(module, inputs):
 
 
 def _stage(name, quiet, stages, fn):
+    """Run one stage, timed into `stages`: its name and time printed on
+    stderr unless `quiet`, else logged at INFO (`EFIR_LOG=info`)."""
     t0 = time.time()
     if not quiet:
         print(f"efir: {name} ...", file=sys.stderr, flush=True)
@@ -275,6 +277,8 @@ def _stage(name, quiet, stages, fn):
     stages[name] = time.time() - t0
     if not quiet:
         print(f"efir: {name} done in {stages[name]:.2f} s", file=sys.stderr, flush=True)
+    else:
+        log.info("efir: %s done in %.2f s", name, stages[name])
     return out
 
 

@@ -4,6 +4,7 @@ dim dynamic once it varies (its size then arrives as a SymInt argument);
 efir compiles the graph once per concrete shape, keeps the most recent
 ones, and never falls back to eager for a plain shape change."""
 
+import logging
 import os
 import pathlib
 import sys
@@ -117,15 +118,19 @@ def test_a_graph_that_falls_back_warns_once_across_shapes(compiles):
     assert "torch.cumsum(x, dim=0)" in msgs[0], msgs
 
 
-def test_least_recently_used_shapes_are_dropped(compiles):
+def test_least_recently_used_shapes_are_dropped(compiles, caplog):
     m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh()).eval()
     cm = torch.compile(m, backend="efir", options={"candidates": 2, "max_shapes": 2})
-    for n in (2, 3, 4, 3, 2):  # 2 is dropped when 4 comes; 3 stays (used since)
-        x = torch.randn(n, 8)
-        with torch.no_grad():
-            assert torch.allclose(cm(x), m(x), rtol=1e-4, atol=1e-5)
+    with caplog.at_level(logging.INFO, logger="efir"):
+        for n in (2, 3, 4, 3, 2):  # 2 is dropped when 4 comes; 3 stays (used since)
+            x = torch.randn(n, 8)
+            with torch.no_grad():
+                assert torch.allclose(cm(x), m(x), rtol=1e-4, atol=1e-5)
     batches = [next(t for t in c if len(t) == 2 and t[1] == 8 and t[0] != 8)[0] for c in compiles]
     assert batches == [2, 3, 4, 2], compiles
+    # each compile is logged at INFO (EFIR_LOG=info shows them), with its shapes
+    notes = [r.getMessage() for r in caplog.records if "compiling a graph for inputs" in r.getMessage()]
+    assert len(notes) == 4 and "4x8:float32" in notes[2], notes
 
 
 def test_bad_max_shapes_is_refused(compiles):
