@@ -111,6 +111,12 @@ fn to_triton_here(
             return Err(format!("no program `@{f}` in `{file_name}`"));
         }
     }
+    if progs.is_empty() {
+        return Err(format!("`{file_name}` has no function to translate"));
+    }
+    if opts.top == Some(0) {
+        return Err("--top 0 keeps no program; give 1 or more".into());
+    }
     let skip = opts.skip_unsupported || opts.top.is_some();
     let mut out = TritonOutput {
         verified: true,
@@ -173,6 +179,13 @@ fn to_triton_here(
         out.programs
             .sort_by(|a, b| a.estimate_us.total_cmp(&b.estimate_us));
         out.programs.truncate(k);
+    }
+    if out.programs.is_empty() {
+        // Nothing was translated: what was skipped is an error after all
+        // (exit 1 with the reasons, never a warning alone).
+        for d in &mut out.diags {
+            d.severity = Severity::Error;
+        }
     }
     out.failed = out.programs.is_empty() || out.diags.iter().any(|d| d.severity == Severity::Error);
     Ok(out)

@@ -159,11 +159,18 @@ pub fn compare(
     } else {
         opts.tiles.clone()
     };
+    if opts.trials == 0 {
+        // No trial compares nothing: never report that as equivalent.
+        return Err("--trials must be at least 1 (no trial compares nothing)".into());
+    }
     let mut trials = Vec::new();
     let mut max_error = 0f64;
     for (k, t) in tiles.iter().enumerate() {
         for s in 0..opts.trials {
-            let seed = opts.seed + (k * opts.trials + s) as u64;
+            let seed = opts
+                .seed
+                .wrapping_add((k as u64).wrapping_mul(opts.trials as u64))
+                .wrapping_add(s as u64);
             let inputs = random_inputs(fa, seed, Dist::Normal)?;
             let o = Options {
                 precision: opts.precision,

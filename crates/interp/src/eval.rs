@@ -355,6 +355,7 @@ impl<'m> Interp<'m> {
             Semantics::Local(l) => self.eval_local(*l, op, result, operand_tys, operands)?,
         };
         round_value(&mut out, result, self.opts.precision);
+        check_value(&out, result)?;
         Ok(out)
     }
 
@@ -544,6 +545,26 @@ fn round_value(v: &mut PValue, t: &Type, p: Precision) {
             }
         }
         _ => {}
+    }
+}
+
+/// An error when an integer result cannot be held exactly (see
+/// [`crate::value::check_exact_ints`]).
+fn check_value(v: &PValue, t: &Type) -> Result<(), String> {
+    match (v, t) {
+        (PValue::Tensor(pt), Type::Tensor(tt)) => {
+            for tile in pt.tiles.values() {
+                crate::value::check_exact_ints(tile, tt.dtype, "the result")?;
+            }
+            Ok(())
+        }
+        (PValue::Tuple(vs), Type::Tuple(ts)) => {
+            for (v, t) in vs.iter().zip(ts) {
+                check_value(v, t)?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
     }
 }
 

@@ -3,11 +3,13 @@
 
 use crate::value::{round_scalar, Tensor};
 use efir_ir::{DType, Func, Type};
+use ndarray::ShapeBuilder;
 use ndarray::{ArrayD, IxDyn};
 use npyz::WriterBuilder;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
+use std::io::Read;
 use std::path::Path;
 
 /// How random inputs are drawn.
@@ -69,13 +71,94 @@ pub fn random_inputs(f: &Func, seed: u64, dist: Dist) -> Result<Vec<Tensor>, Str
         .collect()
 }
 
+/// The most data a `.npy` input that is not a regular file (a pipe, a
+/// device) may hold: 256 MiB, as the tools' other inputs.
+const MAX_STREAM_NPY_BYTES: u64 = 256 << 20;
+
+/// A reader that counts the bytes read through it.
+struct Counting<R> {
+    inner: R,
+    n: u64,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let k = self.inner.read(buf)?;
+        self.n += k as u64;
+        Ok(k)
+    }
+}
+
+/// The magic, version, length and header text of a `.npy` file, read from
+/// `r` (whose next byte is then the data's first), with the header's shape
+/// checked: each dim an integer whose product fits in 64 bits.
+fn read_npy_head(r: &mut impl Read) -> Result<Vec<u8>, String> {
+    let mut head = vec![0u8; 8];
+    r.read_exact(&mut head).map_err(|e| e.to_string())?;
+    if &head[..6] != b"\x93NUMPY" {
+        return Err("magic not found for NPY file".into());
+    }
+    let width = match head[6] {
+        1 => 2,
+        2 | 3 => 4,
+        v => return Err(format!("unsupported version {v}")),
+    };
+    let mut len = vec![0u8; width];
+    r.read_exact(&mut len).map_err(|e| e.to_string())?;
+    let n = len.iter().rev().fold(0u64, |acc, &b| (acc << 8) | b as u64);
+    if n > 1 << 20 {
+        return Err(format!("a header of {n} bytes"));
+    }
+    head.extend_from_slice(&len);
+    let mut text = vec![0u8; n as usize];
+    r.read_exact(&mut text).map_err(|e| e.to_string())?;
+    let t = String::from_utf8_lossy(&text);
+    let dims = t
+        .split_once("'shape'")
+        .and_then(|(_, rest)| rest.split_once('('))
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(dims, _)| dims)
+        .ok_or("the header has no shape")?;
+    let mut total = 1u64;
+    for d in dims.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let d: u64 = d
+            .parse()
+            .map_err(|_| format!("the shape has the dim `{d}`"))?;
+        total = total
+            .checked_mul(d)
+            .ok_or_else(|| format!("the shape ({dims}) has more elements than 2^64"))?;
+    }
+    head.extend_from_slice(&text);
+    Ok(head)
+}
+
 /// Read a `.npy` file as a tensor of `dtype` (the file's dtype must match;
-/// bf16 is read from an f32 file and rounded).
+/// bf16 is read from an f32 file and rounded). C and Fortran order are
+/// read; the data must be exactly what the header says (a file that is
+/// shorter or longer is an error), and a file that is not a regular file
+/// (a pipe, `/dev/zero`) is read up to 256 MiB. `i64` values of magnitude
+/// 2^53 or more are refused (the interpreter holds values as f64).
 pub fn read_npy(path: &Path, dtype: DType) -> Result<Tensor, String> {
-    let bytes =
-        std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    let npy = npyz::NpyFile::new(&bytes[..])
-        .map_err(|e| format!("`{}` is not a .npy file: {e}", path.display()))?;
+    let shown = path.display();
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    if meta.is_dir() {
+        return Err(format!("cannot read `{shown}`: it is a directory"));
+    }
+    let file_len = meta.is_file().then_some(meta.len());
+    let mut r = Counting {
+        inner: std::io::BufReader::new(file),
+        n: 0,
+    };
+    // The header is read and its shape checked here first: npyz multiplies
+    // the dims without checking for overflow.
+    let head = read_npy_head(&mut r).map_err(|e| format!("`{shown}` is not a .npy file: {e}"))?;
+    let header_len = r.n;
+    let header = npyz::NpyHeader::from_reader(&head[..])
+        .map_err(|e| format!("`{shown}` is not a .npy file: {e}"))?;
+    let npy = npyz::NpyFile::with_header(header, &mut r);
     let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
     let descr = npy.dtype().descr();
     let descr = descr.trim_matches('\'');
@@ -89,11 +172,37 @@ pub fn read_npy(path: &Path, dtype: DType) -> Result<Tensor, String> {
     };
     if !descr.ends_with(want) {
         return Err(format!(
-            "`{}` holds `{descr}` elements, but the parameter is {dtype} (expected `{want}`)",
-            path.display()
+            "`{shown}` holds `{descr}` elements, but the parameter is {dtype} (expected `{want}`)"
         ));
     }
-    let err = |e: std::io::Error| format!("cannot read `{}`: {e}", path.display());
+    let item = match dtype {
+        DType::F16 => 2u64,
+        DType::BF16 | DType::F32 | DType::I32 => 4,
+        DType::F64 | DType::I64 => 8,
+        DType::I1 => 1,
+    };
+    let data_len = npy
+        .shape()
+        .iter()
+        .try_fold(item, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| format!("`{shown}`: the shape {shape:?} is too large"))?;
+    match file_len {
+        Some(len) if len != header_len.saturating_add(data_len) => {
+            return Err(format!(
+                "`{shown}` has {} bytes of data, but its header says {data_len} ({shape:?} of `{descr}`)",
+                len.saturating_sub(header_len)
+            ))
+        }
+        None if data_len > MAX_STREAM_NPY_BYTES => {
+            return Err(format!(
+                "`{shown}` is not a regular file and its header says {data_len} bytes of data, more than the {} MiB read from a stream",
+                MAX_STREAM_NPY_BYTES >> 20
+            ))
+        }
+        _ => {}
+    }
+    let fortran = npy.order() == npyz::Order::Fortran;
+    let err = |e: std::io::Error| format!("cannot read `{shown}`: {e}");
     let data: Vec<f64> = match dtype {
         DType::F16 => npy
             .into_vec::<half::f16>()
@@ -120,17 +229,36 @@ pub fn read_npy(path: &Path, dtype: DType) -> Result<Tensor, String> {
             .into_iter()
             .map(f64::from)
             .collect(),
-        DType::I64 => npy
-            .into_vec::<i64>()
-            .map_err(err)?
-            .into_iter()
-            .map(|v| v as f64)
-            .collect(),
+        DType::I64 => {
+            let v = npy.into_vec::<i64>().map_err(err)?;
+            if let Some(x) = v.iter().find(|x| x.unsigned_abs() >= 1 << 53) {
+                return Err(format!(
+                    "`{shown}` holds the i64 value {x}, at least 2^53 in magnitude: the interpreter holds values as f64 and cannot represent every such value exactly"
+                ));
+            }
+            v.into_iter().map(|x| x as f64).collect()
+        }
     };
-    Ok(Tensor {
-        dtype,
-        data: ArrayD::from_shape_vec(IxDyn(&shape), data).map_err(|e| e.to_string())?,
-    })
+    let mut rest = [0u8; 1];
+    if file_len.is_none()
+        && r.read(&mut rest)
+            .map_err(|e| format!("cannot read `{shown}`: {e}"))?
+            != 0
+    {
+        return Err(format!(
+            "`{shown}` has more data than its header says ({data_len} bytes)"
+        ));
+    }
+    let data = if fortran {
+        // Stored column-major: the array of the reversed shape, transposed.
+        ArrayD::from_shape_vec(IxDyn(&shape).f(), data)
+            .map_err(|e| e.to_string())?
+            .as_standard_layout()
+            .into_owned()
+    } else {
+        ArrayD::from_shape_vec(IxDyn(&shape), data).map_err(|e| e.to_string())?
+    };
+    Ok(Tensor { dtype, data })
 }
 
 /// Write a tensor as `.npy` in its dtype (bf16 is written as f32).

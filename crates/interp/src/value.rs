@@ -31,7 +31,8 @@ pub enum Precision {
 }
 
 /// Round `v` to the nearest value of `dt` (integers truncate toward zero;
-/// i1 is `v != 0`).
+/// `i32` wraps around in two's complement, as the generated kernels'
+/// integer arithmetic does: 2^31 is -2^31; NaN is 0; i1 is `v != 0`).
 pub fn round_scalar(v: f64, dt: DType) -> f64 {
     match dt {
         DType::F64 => v,
@@ -39,8 +40,44 @@ pub fn round_scalar(v: f64, dt: DType) -> f64 {
         DType::F16 => half::f16::from_f64(v).to_f64(),
         DType::BF16 => half::bf16::from_f64(v).to_f64(),
         DType::I1 => (v != 0.0 && !v.is_nan()) as i64 as f64,
-        DType::I32 => (v as i32) as f64,
+        DType::I32 => wrap(v, 32),
+        // Not wrapped: a value of 2^53 or more is refused after each op
+        // (check_exact_ints), since the f64 holding it may be rounded.
         DType::I64 => (v as i64) as f64,
+    }
+}
+
+/// `v` truncated toward zero, modulo 2^bits into the signed range (NaN and
+/// infinities are 0). Exact: every integer of an f64 reduces exactly.
+fn wrap(v: f64, bits: i32) -> f64 {
+    if !v.is_finite() {
+        return 0.0;
+    }
+    let m = 2f64.powi(bits);
+    let r = v.trunc().rem_euclid(m);
+    if r >= m / 2.0 {
+        r - m
+    } else {
+        r
+    }
+}
+
+/// 2^53: below it every integer is an f64 and an f64 result is exact; the
+/// interpreter holds values as f64, so an `i64` value at or beyond it may
+/// have been silently rounded (see [`check_exact_ints`]).
+pub const MAX_EXACT_INT: f64 = 9_007_199_254_740_992.0; // 2^53
+
+/// An error when `t`, of integer type `dt`, holds a value the interpreter
+/// cannot vouch for (an `i64` of magnitude 2^53 or more), naming `what`.
+pub fn check_exact_ints(t: &Tile, dt: DType, what: &str) -> Result<(), String> {
+    if dt != DType::I64 {
+        return Ok(());
+    }
+    match t.iter().find(|v| v.abs() >= MAX_EXACT_INT) {
+        Some(v) => Err(format!(
+            "{what} holds the i64 value {v:.0}, at least 2^53 in magnitude: the interpreter holds values as f64 and cannot represent every such value exactly"
+        )),
+        None => Ok(()),
     }
 }
 

@@ -297,6 +297,11 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         let Type::Tensor(t) = f.ty(f.params[idx]) else {
             return Err(format!("parameter `%{name}` is a tuple"));
         };
+        if let Some(first) = given.get(&idx) {
+            return Err(format!(
+                "--input {name} is given twice (`{first}` and `{path}`)"
+            ));
+        }
         inputs[idx] =
             read_npy(Path::new(path), t.dtype).map_err(|e| format!("--input {name}: {e}"))?;
         given.insert(idx, path.to_string());
