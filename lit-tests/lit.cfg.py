@@ -30,7 +30,8 @@ repo_root = os.path.dirname(config.test_source_root)
 bin_dir = os.environ.get("EFIR_BIN_DIR", os.path.join(repo_root, "target", "debug"))
 efir_opt = os.path.join(bin_dir, "efir-opt")
 efir_run = os.path.join(bin_dir, "efir-run")
-efir_translate = os.path.join(bin_dir, "efir-translate")
+# EFIR_TRANSLATE: an efir-translate of another build (the `mlir` feature's).
+efir_translate = os.environ.get("EFIR_TRANSLATE", os.path.join(bin_dir, "efir-translate"))
 filecheck = os.environ.get("FILECHECK", "/usr/lib/llvm-22/bin/FileCheck")
 
 for tool, path in [
@@ -41,6 +42,12 @@ for tool, path in [
 ]:
     if not os.path.exists(path):
         lit_config.fatal(f"{tool} not found at {path} (build first, or set the environment)")
+
+# `REQUIRES: mlir` tests (lit-tests/TTIR) run where efir-translate has --to-ttir.
+import subprocess
+
+if "mlir" in subprocess.run([efir_translate, "--print-features"], capture_output=True, text=True).stdout.split():
+    config.available_features.add("mlir")
 
 # Replace the tool names only where they stand alone as a command word, so
 # that paths such as `%s` for `Tools/efir-opt.efir` are left alone.

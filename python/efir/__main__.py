@@ -55,6 +55,8 @@ def main(argv=None):
     rep.add_argument("results", help="RESULTS.json, as bench/gpu/run.py or table.py writes it")
     rep.add_argument("-o", dest="out", help="draw the chart into this file (PNG; needs matplotlib)")
     rep.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    from . import ttir  # `run-ttir` (efir.ttir)
+    ttir.add_parser(sub)
     args = ap.parse_args(argv)
     if args.verbose:
         from .log import configure
@@ -68,6 +70,8 @@ def main(argv=None):
         return _tune(args)
     if args.cmd == "cache":
         return _cache(args)
+    if args.cmd == "run-ttir":
+        return ttir.main(args)
     import torch
 
     from .importer import ImportError_, import_program

@@ -8,6 +8,8 @@ use efir_diagnostics::render;
 use efir_driver::translate::TritonOptions;
 use std::process::ExitCode;
 
+mod ttir;
+
 /// Translate .efir programs to Triton.
 #[derive(Parser, Debug)]
 #[command(name = "efir-translate", version)]
@@ -18,6 +20,15 @@ struct Cli {
     /// Emit one Python module of Triton kernels per program.
     #[arg(long)]
     to_triton: bool,
+    /// Emit Triton-dialect MLIR (one module per kernel) through melior;
+    /// needs a build with the `mlir` feature. With --output-dir, writes
+    /// `<name>.k<i>.ttir` per kernel and `<name>.ttir.json` (the host side,
+    /// for `python -m efir run-ttir`).
+    #[arg(long, conflicts_with = "to_triton")]
+    to_ttir: bool,
+    /// Print the optional features of this build (one per line) and exit.
+    #[arg(long)]
+    print_features: bool,
     /// Translate only this function (`@name` or `name`).
     #[arg(long, value_name = "NAME")]
     func: Option<String>,
@@ -59,8 +70,17 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<ExitCode, String> {
+    if cli.print_features {
+        if efir_ttir::AVAILABLE {
+            println!("mlir");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if cli.to_ttir {
+        return ttir::run(cli);
+    }
     if !cli.to_triton {
-        return Err("nothing to do: pass a target (--to-triton)".into());
+        return Err("nothing to do: pass a target (--to-triton or --to-ttir)".into());
     }
     let (name, src) = efir_driver::read_source(&cli.input)?;
     let color = efir_driver::stderr_color(&cli.color);

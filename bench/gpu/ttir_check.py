@@ -1,0 +1,77 @@
+"""The TTIR build against the Python build, on the GPU (issue 31).
+
+For every case that bench/gpu/ttir_prepare.sh wrote under bench/gpu/ttir/
+(a workload at one B: `<stem>.ttir.json` with its `.ttir` kernels, and
+`<stem>.py`, the Python build of the same program at the same schedule),
+compile the TTIR kernels with Triton, run both builds on the same random
+inputs, and print the relative L2 error of the results (<= 1e-2 passes) and
+both times (triton.testing.do_bench, median), with their ratio.
+
+    python3 bench/gpu/ttir_check.py [--dir bench/gpu/ttir] [--out results.json]
+
+Runs with the repository as cwd (imports python/efir/ttir.py); needs torch
+and Triton, no Rust.
+"""
+
+import argparse
+import glob
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+
+from efir import ttir  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default="bench/gpu/ttir")
+    ap.add_argument("--out", help="write the rows as JSON here")
+    ap.add_argument("--rep", type=int, default=200, help="do_bench rep (ms)")
+    args = ap.parse_args()
+    from triton.testing import do_bench
+
+    rows = []
+    bad = 0
+    mans = sorted(glob.glob(os.path.join(args.dir, "*", "*.ttir.json")))
+    if not mans:
+        raise SystemExit(f"no cases under {args.dir} (run bench/gpu/ttir_prepare.sh and carry bench/gpu/ttir)")
+    print(f"{'case':24} {'kernels':>7} {'rel L2':>10} {'TTIR us':>9} {'Python us':>10} {'ratio':>7} {'compile s':>9}")
+    for man in mans:
+        case = os.path.basename(os.path.dirname(man))
+        py = man[: -len(".ttir.json")] + ".py"
+        row = {"case": case}
+        try:
+            t0 = time.time()
+            prog = ttir.load(man)
+            row["compile_s"] = time.time() - t0
+            mod = ttir._python_build(py)
+            xs = ttir.random_inputs(prog, 0)
+            y = prog.run(*xs)
+            r = mod.run(*xs)
+            ys = y if isinstance(y, tuple) else (y,)
+            rs = r if isinstance(r, tuple) else (r,)
+            row["rel_l2"] = max(ttir.rel_l2(a, b) for a, b in zip(ys, rs))
+            row["ttir_us"] = do_bench(lambda: prog.run(*xs), rep=args.rep, return_mode="median") * 1e3
+            row["python_us"] = do_bench(lambda: mod.run(*xs), rep=args.rep, return_mode="median") * 1e3
+            row["ratio"] = row["ttir_us"] / row["python_us"]
+            row["kernels"] = len(prog.kernels)
+            ok = row["rel_l2"] <= 1e-2
+            bad += not ok
+            print(f"{case:24} {row['kernels']:>7} {row['rel_l2']:>10.2e} {row['ttir_us']:>9.2f} {row['python_us']:>10.2f} {row['ratio']:>7.3f} {row['compile_s']:>9.1f}{'' if ok else '  MISMATCH'}")
+        except Exception as e:  # report and go on with the other cases
+            bad += 1
+            row["error"] = f"{type(e).__name__}: {e}"
+            print(f"{case:24} ERROR {row['error'][:300]}")
+        rows.append(row)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(rows, f, indent=1)
+    print(f"{len(rows) - bad}/{len(rows)} cases correct")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
