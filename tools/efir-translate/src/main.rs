@@ -80,7 +80,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         return ttir::run(cli);
     }
     if !cli.to_triton {
-        return Err("nothing to do: pass a target (--to-triton or --to-ttir)".into());
+        return Err("nothing to do: pass a target (--to-triton)".into());
     }
     let (name, src) = efir_driver::read_source(&cli.input)?;
     let color = efir_driver::stderr_color(&cli.color);
