@@ -23,7 +23,7 @@ else:
     NATIVE = True
 
 try:
-    from .compile import CompileError, compile, register_backend
+    from .compile import CompileError, Reuse, compile, register_backend
     from .importer import ImportError_, import_program
 except ModuleNotFoundError as _e:
     if _e.name != "torch":
@@ -31,13 +31,13 @@ except ModuleNotFoundError as _e:
     _NO_TORCH = str(_e)
 
     def __getattr__(name):
-        if name in ("compile", "CompileError", "register_backend", "import_program", "ImportError_"):
+        if name in ("compile", "CompileError", "Reuse", "register_backend", "import_program", "ImportError_"):
             raise ImportError(f"efir.{name} needs torch ({_NO_TORCH})")
         raise AttributeError(f"module 'efir' has no attribute {name!r}")
 
 else:
     register_backend()
 
-__all__ = ["import_program", "ImportError_", "compile", "CompileError", "register_backend", "NATIVE"]
+__all__ = ["import_program", "ImportError_", "compile", "CompileError", "Reuse", "register_backend", "NATIVE"]
 if NATIVE:
     __all__ += ["EfirError", "EfirWarning"]

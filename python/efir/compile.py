@@ -310,6 +310,27 @@ def as_module(fn):
     return type("Function", (torch.nn.Module,), {"forward": forward})()
 
 
+class Reuse:
+    """Programs built by `compile`, by their imported text and options, the
+    `size` most recently used kept: `compile(..., reuse=r)` uses a program's
+    kernels again instead of building them again."""
+
+    def __init__(self, size=64):
+        self.size = size
+        self.built = collections.OrderedDict()
+
+    def get(self, key):
+        got = self.built.get(key)
+        if got is not None:
+            self.built.move_to_end(key)
+        return got
+
+    def put(self, key, value):
+        self.built[key] = value
+        while len(self.built) > self.size:
+            self.built.popitem(last=False)
+
+
 DEFAULT_TUNE_S = 30.0
 _cpu_noted = []
 
@@ -340,7 +361,7 @@ def _tune_budget(tune, inputs, quiet):
     return float(tune)
 
 
-def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False, workdir=None, keep_workdir=False, tune=None):  # noqa: A001
+def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False, workdir=None, keep_workdir=False, tune=None, reuse=None):  # noqa: A001
     """Compile a module or function of tensors; returns a callable taking the
     same (user) inputs. `candidates`: how many distinct candidates to
     enumerate; `config`: a Triton schedule for the generated module
@@ -351,7 +372,12 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
     candidates by static estimate, their schedules measured against eager
     PyTorch's outputs on the example inputs; results cached), default
     `$EFIR_TUNE` or 30, `False` or 0 for none; skipped (said once) when the
-    inputs are not on a CUDA device.
+    inputs are not on a CUDA device; `reuse`: a `Reuse` (programs built
+    before, by the imported program's text and the options): where the
+    import gives a program built before, its kernels are used again and
+    saturation, compaction, tuning and translation are skipped (the
+    torch.compile backend shares one, so that a graph traced again by
+    torch.compile does not compile its shapes again).
 
     The callable has `.report()` (the chosen candidate, its static
     estimate, kernel count and generated source path, as a string),
@@ -371,19 +397,29 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
         ep = _stage("export", quiet, stages, lambda: _export(module, inputs))
         text = _stage("import", quiet, stages, lambda: import_program(ep, "program"))
         (work / "program.efir").write_text(text)
-        flags = ["--saturate", f"--compact=max-candidates={candidates}"]
-        _stage("saturate + compact", quiet, stages, lambda: tools.opt(flags, "program.efir", "cands.efir"))
         budget = _tune_budget(tune, inputs, quiet)
-        cands, tuned = "cands.efir", None
-        if budget:
-            tuned = _stage("tune", quiet, stages, lambda: _tune(work, ep, module, inputs, budget, candidates, quiet))
-            cands = "tuned.efir"
-        program, ranking = _stage("lower to Triton", quiet, stages, lambda: tools.translate(cands, "kernels.py"))
-        source = (work / "kernels.py").read_text()
+        key = (text, candidates, budget)
+        built = reuse.get(key) if reuse is not None else None
+        if built is not None:
+            mod, source, program, ranking, tuned = built
+            (work / "kernels.py").write_text(source)
+            stages["reused"] = 0.0
+            log.info("efir: program built before: its kernels are used again")
+        else:
+            flags = ["--saturate", f"--compact=max-candidates={candidates}"]
+            _stage("saturate + compact", quiet, stages, lambda: tools.opt(flags, "program.efir", "cands.efir"))
+            cands, tuned = "cands.efir", None
+            if budget:
+                tuned = _stage("tune", quiet, stages, lambda: _tune(work, ep, module, inputs, budget, candidates, quiet))
+                cands = "tuned.efir"
+            program, ranking = _stage("lower to Triton", quiet, stages, lambda: tools.translate(cands, "kernels.py"))
+            source = (work / "kernels.py").read_text()
+            mod = _load(work / "kernels.py", source)
+            if reuse is not None:
+                reuse.put(key, (mod, source, program, ranking, tuned))
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
-    mod = _load(work / "kernels.py", source)
     report = Report(program, _estimate(source), work / "kernels.py", keep, ranking, diags, stages, tuned)
     args = _Args(ep)
 
@@ -472,6 +508,10 @@ def _tune(work, ep, module, inputs, budget, candidates, quiet):
 
 _BACKEND_OPTIONS = ("candidates", "tune", "max_shapes")
 MAX_SHAPES = 8
+# The programs the backend built, shared by its graphs: torch.compile traces
+# a function again once a dim varies, and the new graph's shapes that the
+# old one compiled import to programs built before.
+_BUILT = Reuse()
 
 
 def _backend(gm, example_inputs, options=None):
@@ -559,7 +599,7 @@ class _ShapeCache:
             return call
 
         try:
-            return on_tensors(compile(module, tensors, quiet=True, **self.opts))
+            return on_tensors(compile(module, tensors, quiet=True, reuse=_BUILT, **self.opts))
         except (ImportError_, CompileError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             if isinstance(e, ImportError_):
@@ -692,7 +732,7 @@ def _partial(gm, inputs, opts):
     done, failed = 0, []
     for name in sorted(seen):
         try:
-            fn = compile(getattr(fused, name), seen[name], quiet=True, **opts)
+            fn = compile(getattr(fused, name), seen[name], quiet=True, reuse=_BUILT, **opts)
         except (ImportError_, CompileError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             failed.append(first)

@@ -40,6 +40,7 @@ def compiles(monkeypatch):
         return real(m, inputs, **kw)
 
     monkeypatch.setattr(C, "compile", spy)
+    monkeypatch.setattr(C, "_BUILT", C.Reuse())  # nothing built before
     torch._dynamo.reset()
     yield seen
     torch._dynamo.reset()
@@ -86,15 +87,16 @@ def test_batch_and_sequence_change_without_fallback(compiles):
     m = Block().eval()
     cm = torch.compile(m, backend="efir", options={"candidates": 2})
     _run_shapes(cm, m, SHAPES)
-    # One efir compile per shape. (torch.compile traced the function again
-    # when a dim first varied, each time making it dynamic; each trace is
-    # its own graph with its own compiled shapes.)
+    # One efir compile per shape.
     done = _compiled_shapes(compiles)
     assert sorted(done) == sorted(SHAPES), done
-    # shapes that the latest graph has seen compile nothing again
+    assert len(C._BUILT.built) == len(SHAPES)
+    # Shapes seen before compile nothing again. (5 and 8 come back to a
+    # graph that torch.compile traced again, with the sequence dim dynamic,
+    # after they were compiled: the program they import to is reused.)
     n = len(compiles)
-    _run_shapes(cm, m, [(17, 64), (3, 64)])
-    assert len(compiles) == n, _compiled_shapes(compiles)[n:]
+    _run_shapes(cm, m, [(17, 64), (3, 64), (8, 5), (3, 5)])
+    assert len(C._BUILT.built) == len(SHAPES), _compiled_shapes(compiles)[n:]
 
 
 class Cum(torch.nn.Module):
@@ -152,3 +154,20 @@ def test_compile_with_symint_example_inputs_is_not_an_error():
         warnings.simplefilter("error")
         (out,) = call(5, x)
     assert torch.allclose(out, torch.exp(x) * 2.0) and call.compiles == 1 and len(call.shapes) == 1
+
+
+def test_reuse_skips_the_build_of_a_program_built_before(monkeypatch):
+    stages = []
+    real = C._Stages.opt
+    monkeypatch.setattr(C._Stages, "opt", lambda self, *a: (stages.append(a), real(self, *a))[1])
+    r = efir.Reuse(size=1)
+    f = efir.compile(lambda x: torch.tanh(x) * 2.0, (torch.randn(4, 8),), candidates=2, quiet=True, reuse=r)
+    # another module that imports to the same program, other values
+    g = efir.compile(lambda x: torch.tanh(x) * 2.0, (torch.randn(4, 8),), candidates=2, quiet=True, reuse=r)
+    assert len(stages) == 1 and g.stats["stages"].get("reused") == 0.0 and g.module is f.module
+    x = torch.randn(4, 8)
+    assert torch.allclose(g(x), torch.tanh(x) * 2.0)
+    # other options or another shape: built (and the oldest dropped at size 1)
+    efir.compile(lambda x: torch.tanh(x) * 2.0, (torch.randn(4, 8),), candidates=3, quiet=True, reuse=r)
+    efir.compile(lambda x: torch.tanh(x) * 2.0, (torch.randn(5, 8),), candidates=2, quiet=True, reuse=r)
+    assert len(stages) == 3 and len(r.built) == 1
