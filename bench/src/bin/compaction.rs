@@ -19,10 +19,11 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use efir_driver::PassFlag;
-use efir_egraph::compact::{Enumerator, Mode, Partitions, Replicas, Space};
+use efir_egraph::compact::{Enumerator, Limits, Mode, Partitions, Replicas, Space};
 use efir_ir::PrintOptions;
 use serde_json::{json, Value};
 use std::path::Path;
+use std::time::Duration;
 
 const WORKLOADS: &[&str] = &[
     "rmsnorm_swiglu",
@@ -126,11 +127,9 @@ fn main() {
             let s = if name == "sketch" { sketch } else { 0.0 };
             let res = Enumerator::new_in(&g, space).expect("space").run_sketched(
                 mode,
-                usize::MAX,
-                limit,
-                usize::MAX,
+                &Limits::time(limit),
                 threads,
-                s,
+                Duration::from_secs_f64(s),
             );
             let secs = t.elapsed().as_secs_f64();
             if name == "early" && res.complete {

@@ -24,7 +24,10 @@ pub const INFO: PassInfo = PassInfo {
         ),
         ("iter-limit", "maximum iterations (default 30)"),
         ("node-limit", "maximum e-nodes (default 20000)"),
-        ("time-limit", "maximum seconds (default 10)"),
+        (
+            "time-limit",
+            "maximum seconds in all (one deadline for every function of the module; default 10)",
+        ),
     ],
     create: |o| Ok(Box::new(Saturate::from_options(o)?)),
 };
@@ -354,10 +357,16 @@ impl Pass for Saturate {
         let mut used_lib = BTreeSet::new();
         let sigs = graph_signatures(m);
         let rws = rewrites(&fams);
+        // One deadline for the whole module: each function gets the time
+        // the ones before it left (issue 30).
+        let deadline = crate::deadline::deadline_in(self.time_limit);
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
             let g = graph_in(f, sigs.clone()).map_err(|e| func_failed(cx, f, e))?;
+            let left = deadline
+                .saturating_duration_since(std::time::Instant::now())
+                .as_secs_f64();
             let (g, iters, stop_reason) =
-                run_rewrites(g, &rws, self.iter_limit, self.node_limit, self.time_limit);
+                run_rewrites(g, &rws, self.iter_limit, self.node_limit, left);
             let reason = stop_name(&stop_reason);
             if reason != "saturated" {
                 stop = reason;

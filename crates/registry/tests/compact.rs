@@ -3,13 +3,14 @@
 //! finish, and limits stop enumeration with a warning and valid output.
 
 use efir_driver::PassFlag;
-use efir_egraph::compact::{Enumeration, Enumerator, Mode, Partitions, Replicas, Space};
+use efir_egraph::compact::{Enumeration, Enumerator, Limits, Mode, Partitions, Replicas, Space};
 use efir_egraph::convert::Graph;
 use efir_egraph::rules::FAMILIES;
 use efir_egraph::saturate::run_rules;
 use efir_ir::{parse_and_verify, Module, PrintOptions};
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::time::Duration;
 
 fn flag(name: &str, options: &str) -> PassFlag {
     PassFlag {
@@ -100,7 +101,7 @@ fn modes_agree_on_the_classes() {
     let g = saturated(&m);
     let mut classes = Vec::new();
     for mode in [Mode::Early, Mode::After, Mode::None] {
-        let res = Enumerator::new(&g).run(mode, usize::MAX, 60.0, usize::MAX);
+        let res = Enumerator::new(&g).run(mode, &Limits::time(60.0));
         assert!(res.complete, "{mode:?} did not finish");
         // Keys are interned per enumerator; compare the programs' canonical
         // texts instead: the printed candidates, one per class.
@@ -161,7 +162,7 @@ fn limits_stop_with_a_warning() {
 #[test]
 fn early_compaction_finishes_on_ngpt() {
     let g = small_saturated("ngpt");
-    let res = Enumerator::new(&g).run(Mode::Early, usize::MAX, 120.0, usize::MAX);
+    let res = Enumerator::new(&g).run(Mode::Early, &Limits::time(120.0));
     assert!(res.complete, "early compaction did not finish: {res:?}");
     assert!(res.classes > 1);
     assert!(res.pruned > 0);
@@ -175,8 +176,8 @@ fn modes_agree_on_ngpt() {
     // per enumerator) compare as sets.
     let g = small_saturated("ngpt");
     let mut en = Enumerator::new(&g);
-    let early = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
-    let after = en.run(Mode::After, usize::MAX, 600.0, usize::MAX);
+    let early = en.run(Mode::Early, &Limits::time(600.0));
+    let after = en.run(Mode::After, &Limits::time(600.0));
     assert!(early.complete && after.complete);
     assert_eq!(early.classes, after.classes);
     assert_eq!(keys(&early), keys(&after));
@@ -200,9 +201,9 @@ fn shortcut_loses_no_class(
         let g = small_saturated(name);
         let mut en = Enumerator::new(&g);
         base(&mut en);
-        let with = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+        let with = en.run(Mode::Early, &Limits::time(600.0));
         off(&mut en);
-        let without = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+        let without = en.run(Mode::Early, &Limits::time(600.0));
         assert!(with.complete && without.complete, "{name}");
         let (kw, ko) = (keys(&with), keys(&without));
         assert!(kw.len() > 30, "{name}: {}", kw.len());
@@ -247,7 +248,7 @@ fn after_tree_counts_what_after_expands() {
         } else {
             2_000_000
         };
-        let run = en.run(Mode::After, usize::MAX, 120.0, limit);
+        let run = en.run(Mode::After, &Limits::time(120.0).with_max_states(limit));
         let count = en.after_tree(2_000_000, 600.0);
         assert!(count.whole, "{name}");
         if run.complete {
@@ -270,8 +271,8 @@ fn modes_agree_on_gated_mlp() {
     // find the same classes on a program with both.
     let g = small_saturated("gated_mlp");
     let mut en = Enumerator::new(&g);
-    let after = en.run(Mode::After, usize::MAX, 600.0, usize::MAX);
-    let early = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+    let after = en.run(Mode::After, &Limits::time(600.0));
+    let early = en.run(Mode::Early, &Limits::time(600.0));
     assert!(after.complete && early.complete);
     let (ka, ke) = (keys(&after), keys(&early));
     assert!(ka.len() > 40, "{}", ka.len());
@@ -317,10 +318,10 @@ fn threads_find_the_same_classes() {
     for name in ["gated_mlp", "lora", "layernorm_gemm"] {
         let g = small_saturated(name);
         let mut en = Enumerator::new(&g);
-        let one = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+        let one = en.run(Mode::Early, &Limits::time(600.0));
         assert!(one.complete, "{name}");
         for threads in [2, 3] {
-            let many = en.run_threads(Mode::Early, usize::MAX, 600.0, usize::MAX, threads);
+            let many = en.run_threads(Mode::Early, &Limits::time(600.0), threads);
             assert!(many.complete, "{name}");
             assert_eq!(keys(&one), keys(&many), "{name}, {threads} threads");
             assert_eq!(many.classes, one.classes, "{name}");
@@ -328,11 +329,11 @@ fn threads_find_the_same_classes() {
         }
         if name == "gated_mlp" {
             // (`after` finishes there.)
-            let after = en.run_threads(Mode::After, usize::MAX, 600.0, usize::MAX, 2);
+            let after = en.run_threads(Mode::After, &Limits::time(600.0), 2);
             assert!(after.complete, "{name}");
             assert_eq!(keys(&one), keys(&after), "{name}, after");
         }
-        let limited = en.run_threads(Mode::Early, 5, 600.0, usize::MAX, 2);
+        let limited = en.run_threads(Mode::Early, &Limits::time(600.0).with_max_candidates(5), 2);
         assert_eq!(limited.candidates.len(), 5, "{name}");
         assert!(!limited.complete && limited.stopped_by == Some("max-candidates"));
         assert!(keys(&limited).is_subset(&keys(&one)), "{name}");
@@ -348,7 +349,11 @@ fn limits_stop_every_thread() {
     let mut en = Enumerator::new(&g);
     for threads in [1, 2] {
         for max_states in [0, 200, 5_000] {
-            let res = en.run_threads(Mode::Early, usize::MAX, 600.0, max_states, threads);
+            let res = en.run_threads(
+                Mode::Early,
+                &Limits::time(600.0).with_max_states(max_states),
+                threads,
+            );
             assert!(!res.complete, "{threads} threads, {max_states}");
             assert_eq!(res.stopped_by, Some("max-states"), "{threads} threads");
             assert!(
@@ -371,10 +376,10 @@ fn hole_order_changes_no_class() {
     for name in ["gated_mlp", "lora", "layernorm_gemm", "rmsnorm_mlp"] {
         let g = small_saturated_text(name);
         let mut en = Enumerator::new(&g);
-        let last = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+        let last = en.run(Mode::Early, &Limits::time(600.0));
         assert!(last.complete, "{name}");
         en.use_first_opened_first(true);
-        let first = en.run(Mode::Early, usize::MAX, 600.0, 2_500_000);
+        let first = en.run(Mode::Early, &Limits::time(600.0).with_max_states(2_500_000));
         if first.complete {
             assert_eq!(keys(&first), keys(&last), "{name}");
         } else {
@@ -592,9 +597,14 @@ fn a_sketch_changes_no_class() {
     for name in ["gated_mlp", "layernorm_gemm", "lora", "attn_decode"] {
         let g = small_saturated(name);
         let mut en = Enumerator::new(&g);
-        let plain = en.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+        let plain = en.run(Mode::Early, &Limits::time(600.0));
         for threads in [1, 2] {
-            let sk = en.run_sketched(Mode::Early, usize::MAX, 600.0, usize::MAX, threads, 300.0);
+            let sk = en.run_sketched(
+                Mode::Early,
+                &Limits::time(600.0),
+                threads,
+                Duration::from_secs_f64(300.0),
+            );
             assert!(plain.complete && sk.complete, "{name}");
             assert_eq!(keys(&plain), keys(&sk), "{name}");
             assert_eq!(sk.keys.len(), sk.classes, "{name}: a class emitted twice");
@@ -616,12 +626,22 @@ fn a_sketch_respects_the_limits() {
     // together.
     let g = small_saturated("rmsnorm_mlp");
     let mut en = Enumerator::new(&g);
-    let e = en.run_sketched(Mode::Early, 7, 600.0, usize::MAX, 1, 300.0);
+    let e = en.run_sketched(
+        Mode::Early,
+        &Limits::time(600.0).with_max_candidates(7),
+        1,
+        Duration::from_secs_f64(300.0),
+    );
     assert_eq!(e.candidates.len(), 7);
     assert!(!e.complete);
     assert_eq!(e.stopped_by, Some("max-candidates"));
     // A sketch cut short by its own time leaves the rest to the search.
-    let e = en.run_sketched(Mode::Early, usize::MAX, 600.0, usize::MAX, 1, 1e-9);
+    let e = en.run_sketched(
+        Mode::Early,
+        &Limits::time(600.0),
+        1,
+        Duration::from_secs_f64(1e-9),
+    );
     assert!(e.complete);
     assert_eq!(e.classes, 1332);
 }
@@ -664,7 +684,7 @@ fn views_lose_no_class() {
     ] {
         let g = small_saturated(name);
         let mut whole = Enumerator::new(&g);
-        let a = whole.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+        let a = whole.run(Mode::Early, &Limits::time(600.0));
         assert!(a.complete, "{name}");
         let ta = whole.class_texts(&a);
         assert_eq!(ta.len(), a.classes, "{name}: two classes render alike");
@@ -674,7 +694,7 @@ fn views_lose_no_class() {
         );
         for (i, (what, space)) in spaces.iter().enumerate() {
             let mut view = Enumerator::new_in(&g, *space).unwrap();
-            let b = view.run(Mode::Early, usize::MAX, 600.0, usize::MAX);
+            let b = view.run(Mode::Early, &Limits::time(600.0));
             assert!(b.complete, "{name}, {what}");
             let tb = view.class_texts(&b);
             assert_eq!(
@@ -721,9 +741,7 @@ fn b16_workloads_finish_in_the_default_space() {
         let g = b16_saturated_text(name);
         let e = Enumerator::new_in(&g, Space::VIEWS).unwrap().run_threads(
             Mode::Early,
-            usize::MAX,
-            600.0,
-            usize::MAX,
+            &Limits::time(600.0),
             2,
         );
         assert!(e.complete, "{name}");
@@ -740,9 +758,9 @@ fn views_lose_no_class_of_rmsnorm_swiglu() {
     // writes it; `--small` shapes are not faster).
     let g = b16_saturated_text("rmsnorm_swiglu");
     let mut view = Enumerator::new_in(&g, Space::VIEWS).unwrap();
-    let b = view.run_threads(Mode::Early, usize::MAX, 3600.0, usize::MAX, 2);
+    let b = view.run_threads(Mode::Early, &Limits::time(3600.0), 2);
     let mut whole = Enumerator::new(&g);
-    let a = whole.run_threads(Mode::Early, usize::MAX, 3600.0, usize::MAX, 2);
+    let a = whole.run_threads(Mode::Early, &Limits::time(3600.0), 2);
     assert!(a.complete && b.complete);
     let (ta, tb) = (whole.class_texts(&a), view.class_texts(&b));
     eprintln!(

@@ -13,14 +13,14 @@
 //! shows it, and with RUN lines it becomes a lit test like
 //! `lit-tests/Pass/compact-holes.efir`.
 
-use efir_egraph::compact::{Enumerator, Mode, Space};
+use efir_egraph::compact::{Enumerator, Limits, Mode, Space};
 use efir_egraph::convert::to_egraph_text;
 use efir_egraph::rules::FAMILIES;
 use efir_egraph::saturate::{graph_of, library_refs, library_used, run_rules};
 use efir_ir::parse_and_verify;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The seed of the first case; case `i` of a workload uses `SEED + i`
 /// (mixed with a hash of the workload's name). `FUZZ_SEED` (hex) overrides
@@ -292,7 +292,10 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
         };
         // `after` first: it expands more, and when it stops at a limit the
         // case is skipped without running `early`.
-        let after = en.run(Mode::After, usize::MAX, TIME_LIMIT, MAX_STATES);
+        let after = en.run(
+            Mode::After,
+            &Limits::time(TIME_LIMIT).with_max_states(MAX_STATES),
+        );
         if !after.complete {
             sum.limited += 1;
             continue;
@@ -316,7 +319,10 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
             // has no class of its own: its programs are programs of the
             // whole space).
             let mut whole = Enumerator::new(&g);
-            let all = whole.run(Mode::After, usize::MAX, TIME_LIMIT, MAX_STATES);
+            let all = whole.run(
+                Mode::After,
+                &Limits::time(TIME_LIMIT).with_max_states(MAX_STATES),
+            );
             if all.complete {
                 let (tw, tv) = (whole.class_texts(&all), en.class_texts(&after));
                 sum.view_compared += 1;
@@ -340,11 +346,9 @@ fn fuzz(name: &str, cases: usize, deleted: (f64, f64)) -> Summary {
         let sketch = if case % 4 >= 2 { TIME_LIMIT / 2.0 } else { 0.0 };
         let early = en.run_sketched(
             Mode::Early,
-            usize::MAX,
-            TIME_LIMIT,
-            MAX_STATES,
+            &Limits::time(TIME_LIMIT).with_max_states(MAX_STATES),
             threads,
-            sketch,
+            Duration::from_secs_f64(sketch),
         );
         if !early.complete {
             sum.limited += 1;

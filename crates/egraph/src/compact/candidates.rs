@@ -7,6 +7,42 @@ use efir_ir::Module;
 use egg::{Id, SymbolLang};
 use std::collections::{HashMap, HashSet};
 
+/// The text of each candidate of `g` (in order), written by up to
+/// `threads` threads (each writes every `threads`-th one).
+pub(super) fn candidate_texts(
+    g: &Graph,
+    candidates: &[HashMap<Id, SymbolLang>],
+    threads: usize,
+) -> Result<Vec<String>, String> {
+    let n = candidates.len();
+    let workers = threads.clamp(1, n.max(1));
+    let write = |w: usize| -> Result<Vec<(usize, String)>, String> {
+        (w..n)
+            .step_by(workers)
+            .map(|i| candidate_text(g, &candidates[i], i).map(|t| (i, t)))
+            .collect()
+    };
+    let parts: Vec<Result<Vec<(usize, String)>, String>> = if workers == 1 {
+        vec![write(0)]
+    } else {
+        std::thread::scope(|scope| {
+            let hs: Vec<_> = (0..workers)
+                .map(|w| scope.spawn(move || write(w)))
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        })
+    };
+    let mut texts: Vec<String> = vec![String::new(); n];
+    for part in parts {
+        for (i, t) in part? {
+            texts[i] = t;
+        }
+    }
+    Ok(texts)
+}
+
 /// The text of candidate `i` of `g`: the function `@<name>.c<i>` with the
 /// e-nodes `chosen`, and its attributes.
 pub(super) fn candidate_text(

@@ -67,6 +67,7 @@ mod fixed;
 mod fixpoint;
 mod index;
 mod kinds;
+mod limits;
 mod order;
 mod partial;
 mod record;
@@ -77,17 +78,19 @@ mod values;
 
 pub use self::candidates::{parse_candidates, summary};
 pub use self::index::Enumerator;
+pub use self::limits::{deadline_in, Limits};
 pub use self::record::Enumeration;
 pub use self::space::{Mode, Partitions, Replicas, Space};
 pub use self::tree::TreeCount;
 
-use self::candidates::candidate_text;
+use self::candidates::candidate_texts;
+use crate::convert::Graph;
 use crate::saturate::{graph_in, lambda_text, library_refs, library_used};
 use efir_diagnostics::{codes, Diag};
 use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
-use efir_ir::Module;
+use efir_ir::{Func, Module};
 use serde_json::json;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Registration of `--compact`.
 pub const INFO: PassInfo = PassInfo {
@@ -96,7 +99,7 @@ pub const INFO: PassInfo = PassInfo {
     options: &[
         ("mode", "early (default), after or none"),
         ("max-candidates", "stop after this many candidates per function (default 64)"),
-        ("time-limit", "stop after this many seconds per function (default 10)"),
+        ("time-limit", "stop after this many seconds in all (one deadline for every function of the module; default 10)"),
         ("max-states", "stop after expanding this many partial programs per function (default 1000000)"),
         ("threads", "search on this many threads sharing one record (default 1; with more, the order of the candidates varies between runs)"),
         ("replicas", "view (default): under a replicated axis, a value that needs a matmul, or whose e-class has a replicate, is only the replicate of the value without that axis, where that value has another axis that is not replicated; compute: it may also be computed there"),
@@ -112,15 +115,16 @@ pub struct Compact {
     pub mode: Mode,
     /// Candidate limit per function.
     pub max_candidates: usize,
-    /// Time limit per function.
+    /// Time limit of the whole pass, in seconds: one deadline shared by
+    /// every function of the module.
     pub time_limit: f64,
     /// Expansion limit per function.
     pub max_states: usize,
     /// Threads of the search.
     pub threads: usize,
-    /// Seconds of sketch before `early`'s search (0: none; see
+    /// Time of the sketch before `early`'s search (zero: none; see
     /// [`Enumerator::run_sketched`]).
-    pub sketch: f64,
+    pub sketch: Duration,
     /// The candidate space.
     pub space: Space,
 }
@@ -141,7 +145,8 @@ impl Compact {
         };
         let time_limit = o.get_seconds("time-limit", 10.0, false)?;
         let sketch = o.get_seconds("sketch", 0.0, true)?;
-        if sketch > 0.0 && mode != Mode::Early {
+        let sketch = Duration::try_from_secs_f64(sketch).unwrap_or(Duration::MAX);
+        if !sketch.is_zero() && mode != Mode::Early {
             return Err("option `sketch` is for `mode=early` only".to_string());
         }
         let view = |name: &str| match o.values.get(name).map(String::as_str) {
@@ -178,6 +183,124 @@ impl Compact {
 /// The most worker threads compaction starts.
 pub const MAX_THREADS: usize = 256;
 
+impl Compact {
+    /// The candidates of one function's e-graph `g` in the space asked for,
+    /// or the whole space where that space leaves a result without a
+    /// program, or where every program of it breaks a rule of the candidate
+    /// space (it is complete and has no candidate) while the whole space has
+    /// candidates (warning E0708 for each); whether it fell back.
+    fn enumerate(
+        &self,
+        g: &Graph,
+        f: &Func,
+        limits: &Limits,
+        cx: &mut PassContext<'_>,
+    ) -> (Enumeration, bool) {
+        let warn_whole = |cx: &mut PassContext<'_>, why: String| {
+            cx.diags.push(
+                Diag::warning(
+                    codes::E0708,
+                    format!(
+                        "`@{}`: {why}; enumerating the whole space (`replicas=compute,partitions=compute`) instead",
+                        f.name
+                    ),
+                    f.name_span,
+                )
+                .with_label("candidates of this function"),
+            );
+        };
+        // Progress on long enumerations, when a person is watching (or
+        // EFIR_PROGRESS is set).
+        let watched = std::env::var_os("EFIR_PROGRESS").is_some() || {
+            use std::io::IsTerminal;
+            std::io::stderr().is_terminal()
+        };
+        let run = |mut en: Enumerator<'_>| {
+            if watched {
+                en.progress = Some(f.name.clone());
+            }
+            en.run_sketched(self.mode, limits, self.threads, self.sketch)
+        };
+        let restricted = match Enumerator::new_in(g, self.space) {
+            Ok(en) => en,
+            Err(e) => {
+                warn_whole(cx, e);
+                return (run(Enumerator::new(g)), true);
+            }
+        };
+        let res = run(restricted);
+        if self.space != Space::WHOLE && res.complete && res.candidates.is_empty() {
+            let whole = run(Enumerator::new(g));
+            if !whole.candidates.is_empty() {
+                warn_whole(
+                    cx,
+                    format!(
+                        "`replicas={},partitions={}` has no candidate (every program of it breaks a rule of the candidate space), the whole space has",
+                        self.space.replicas.name(),
+                        self.space.partitions.name()
+                    ),
+                );
+                return (whole, true);
+            }
+        }
+        (res, false)
+    }
+}
+
+/// What the pass reports in its statistics, summed over functions.
+#[derive(Default)]
+struct Totals {
+    expanded: usize,
+    programs: usize,
+    candidates: usize,
+    classes: usize,
+    pruned: usize,
+    sketch_expanded: usize,
+    sketch_classes: usize,
+    sketch_time: f64,
+    complete: bool,
+    /// Functions whose candidates come from the whole space instead of
+    /// the one asked for (warning E0708).
+    fallbacks: usize,
+}
+
+impl Totals {
+    fn add(&mut self, res: &Enumeration) {
+        self.sketch_expanded += res.sketch_expanded;
+        self.sketch_classes += res.sketch_classes;
+        self.sketch_time += res.sketch_time_s;
+        self.expanded += res.expanded_states;
+        self.programs += res.complete_programs;
+        self.classes += res.classes;
+        self.pruned += res.pruned;
+        self.candidates += res.candidates.len();
+        self.complete &= res.stopped_by.is_none();
+    }
+
+    fn report(&self, pass: &Compact, start: Instant, cx: &mut PassContext<'_>) {
+        let s = &mut cx.stats;
+        s.insert("mode".into(), json!(pass.mode.name()));
+        s.insert("replicas".into(), json!(pass.space.replicas.name()));
+        s.insert("partitions".into(), json!(pass.space.partitions.name()));
+        s.insert("space_fallbacks".into(), json!(self.fallbacks));
+        s.insert("expanded_states".into(), json!(self.expanded));
+        s.insert("pruned_states".into(), json!(self.pruned));
+        s.insert("complete_programs".into(), json!(self.programs));
+        s.insert("candidates".into(), json!(self.candidates));
+        s.insert("classes".into(), json!(self.classes));
+        s.insert("complete".into(), json!(self.complete));
+        if !pass.sketch.is_zero() {
+            s.insert("sketch_expanded".into(), json!(self.sketch_expanded));
+            s.insert("sketch_classes".into(), json!(self.sketch_classes));
+            s.insert("sketch_time_s".into(), json!(self.sketch_time));
+        }
+        s.insert(
+            "enumeration_time_s".into(),
+            json!(start.elapsed().as_secs_f64()),
+        );
+    }
+}
+
 impl Pass for Compact {
     fn name(&self) -> &'static str {
         "compact"
@@ -188,93 +311,26 @@ impl Pass for Compact {
         // The text of each candidate function, in order.
         let mut bodies: Vec<String> = Vec::new();
         let mut used = std::collections::BTreeSet::new();
-        let (mut expanded, mut programs, mut candidates, mut classes, mut pruned) = (0, 0, 0, 0, 0);
-        let (mut sketch_expanded, mut sketch_classes, mut sketch_time) = (0, 0, 0.0);
-        let mut complete = true;
-        // Functions whose candidates come from the whole space instead of
-        // the one asked for (warning E0708).
-        let mut fallbacks = 0usize;
+        let mut totals = Totals {
+            complete: true,
+            ..Totals::default()
+        };
+        // One deadline for the whole module, counted from here: building
+        // each function's e-graph and enumerator counts too (issue 30).
         let start = Instant::now();
+        let limits = Limits {
+            max_candidates: self.max_candidates,
+            max_states: self.max_states,
+            deadline: deadline_in(self.time_limit),
+        };
         let sigs = crate::convert::graph_signatures(m);
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
-            // The time limit counts from here: building the e-graph and the
-            // enumerator of a long chain took 0.2 s before the enumeration's
-            // own clock started (issue 30).
-            let f_start = Instant::now();
             let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
             let g = graph_in(f, sigs.clone()).map_err(|e| fail(cx, e))?;
-            // A restricted space that leaves a result without a program, or
-            // whose every program breaks a rule of the candidate space (it
-            // is complete and has no candidate), is abandoned for the whole
-            // space, with a warning.
-            let warn_whole = |cx: &mut PassContext<'_>, why: String| {
-                cx.diags.push(
-                    Diag::warning(
-                        codes::E0708,
-                        format!(
-                            "`@{}`: {why}; enumerating the whole space (`replicas=compute,partitions=compute`) instead",
-                            f.name
-                        ),
-                        f.name_span,
-                    )
-                    .with_label("candidates of this function"),
-                );
-            };
-            let restricted = match Enumerator::new_in(&g, self.space) {
-                Ok(en) => Some(en),
-                Err(e) => {
-                    warn_whole(cx, e);
-                    fallbacks += 1;
-                    None
-                }
-            };
-            let tried = restricted.is_some() && self.space != Space::WHOLE;
-            // Progress on long enumerations, when a person is watching (or
-            // EFIR_PROGRESS is set).
-            let watched = std::env::var_os("EFIR_PROGRESS").is_some() || {
-                use std::io::IsTerminal;
-                std::io::stderr().is_terminal()
-            };
-            let run = |mut en: Enumerator<'_>| {
-                if watched {
-                    en.progress = Some(f.name.clone());
-                }
-                let left = (self.time_limit - f_start.elapsed().as_secs_f64()).max(1e-3);
-                en.run_sketched(
-                    self.mode,
-                    self.max_candidates,
-                    left,
-                    self.max_states,
-                    self.threads,
-                    self.sketch,
-                )
-            };
-            let mut res = run(restricted.unwrap_or_else(|| Enumerator::new(&g)));
-            if tried && res.complete && res.candidates.is_empty() {
-                let r = run(Enumerator::new(&g));
-                if !r.candidates.is_empty() {
-                    warn_whole(
-                        cx,
-                        format!(
-                            "`replicas={},partitions={}` has no candidate (every program of it breaks a rule of the candidate space), the whole space has",
-                            self.space.replicas.name(),
-                            self.space.partitions.name()
-                        ),
-                    );
-                    fallbacks += 1;
-                    res = r;
-                }
-            }
-            sketch_expanded += res.sketch_expanded;
-            sketch_classes += res.sketch_classes;
-            sketch_time += res.sketch_time_s;
-            expanded += res.expanded_states;
-            programs += res.complete_programs;
-            classes += res.classes;
-            pruned += res.pruned;
-            candidates += res.candidates.len();
+            let (res, fell_back) = self.enumerate(&g, f, &limits, cx);
+            totals.fallbacks += usize::from(fell_back);
+            totals.add(&res);
             if let Some(why) = res.stopped_by {
-                complete = false;
                 cx.diags.push(Diag::warning(
                     codes::E0706,
                     format!(
@@ -288,34 +344,8 @@ impl Pass for Compact {
                 .with_label("candidates of this function"));
             }
             used.extend(library_refs(&g.egraph));
-            // The candidates' text, in order, written by the search's
-            // threads (each writes every `threads`-th one).
-            let n = res.candidates.len();
-            let workers = self.threads.clamp(1, n.max(1));
-            let write = |w: usize| -> Result<Vec<(usize, String)>, String> {
-                (w..n)
-                    .step_by(workers)
-                    .map(|i| candidate_text(&g, &res.candidates[i], i).map(|t| (i, t)))
-                    .collect()
-            };
-            let parts: Vec<Result<Vec<(usize, String)>, String>> = if workers == 1 {
-                vec![write(0)]
-            } else {
-                std::thread::scope(|scope| {
-                    let hs: Vec<_> = (0..workers)
-                        .map(|w| scope.spawn(move || write(w)))
-                        .collect();
-                    hs.into_iter()
-                        .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                        .collect()
-                })
-            };
-            let mut texts: Vec<String> = vec![String::new(); n];
-            for part in parts {
-                for (i, t) in part.map_err(|e| fail(cx, e))? {
-                    texts[i] = t;
-                }
-            }
+            let texts =
+                candidate_texts(&g, &res.candidates, self.threads).map_err(|e| fail(cx, e))?;
             bodies.extend(texts);
         }
         let library = library_used(&used, &lambdas);
@@ -324,29 +354,7 @@ impl Pass for Compact {
         // (Below a few hundred candidates, one thread is as fast.)
         let workers = self.threads.min(bodies.len().div_ceil(256));
         *m = parse_candidates(&text, &bodies, &library, &library_names, workers, cx)?;
-        cx.stats.insert("mode".into(), json!(self.mode.name()));
-        cx.stats
-            .insert("replicas".into(), json!(self.space.replicas.name()));
-        cx.stats
-            .insert("partitions".into(), json!(self.space.partitions.name()));
-        cx.stats.insert("space_fallbacks".into(), json!(fallbacks));
-        cx.stats.insert("expanded_states".into(), json!(expanded));
-        cx.stats.insert("pruned_states".into(), json!(pruned));
-        cx.stats.insert("complete_programs".into(), json!(programs));
-        cx.stats.insert("candidates".into(), json!(candidates));
-        cx.stats.insert("classes".into(), json!(classes));
-        cx.stats.insert("complete".into(), json!(complete));
-        if self.sketch > 0.0 {
-            cx.stats
-                .insert("sketch_expanded".into(), json!(sketch_expanded));
-            cx.stats
-                .insert("sketch_classes".into(), json!(sketch_classes));
-            cx.stats.insert("sketch_time_s".into(), json!(sketch_time));
-        }
-        cx.stats.insert(
-            "enumeration_time_s".into(),
-            json!(start.elapsed().as_secs_f64()),
-        );
+        totals.report(self, start, cx);
         Ok(())
     }
 }

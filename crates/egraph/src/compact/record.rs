@@ -109,11 +109,12 @@ pub(super) struct Shared {
 pub(super) const TAIL_SECS_PER_NODE: f64 = 12e-6;
 
 impl Shared {
-    /// Whether the time spent since `start`, plus the time to write out the
-    /// candidates found, is past `limit`.
-    pub(super) fn past(&self, start: Instant, limit: Duration) -> bool {
+    /// Whether now, plus the time to write out the candidates found, is
+    /// past `deadline`.
+    pub(super) fn past(&self, deadline: Instant) -> bool {
         let tail = TAIL_SECS_PER_NODE * self.nodes.load(Ordering::Relaxed) as f64;
-        start.elapsed().as_secs_f64() + tail > limit.as_secs_f64()
+        let now = Instant::now();
+        now >= deadline || deadline.duration_since(now).as_secs_f64() < tail
     }
 }
 

@@ -1,5 +1,6 @@
 use super::canon::Canon;
 use super::index::Enumerator;
+use super::limits::Limits;
 use super::partial::State;
 use super::record::{Counts, Enumeration, Expansion, Pool, Shared, Verdict, ARENA_WORDS};
 use super::space::Mode;
@@ -192,7 +193,7 @@ impl<'a> Enumerator<'a> {
         &self,
         shown: &mut Instant,
         start: Instant,
-        time_limit: f64,
+        limits: &Limits,
         expanded: usize,
         shared: &Shared,
     ) {
@@ -205,11 +206,22 @@ impl<'a> Enumerator<'a> {
                     eprintln!(
                         "compact: @{name}: {expanded} partial programs expanded, {classes} classes, {:.1} s of {:.1} s",
                         start.elapsed().as_secs_f64(),
-                        time_limit
+                        start.elapsed().as_secs_f64() + limits.seconds_left()
                     );
                 }
             }
         }
+    }
+
+    /// Whether the search stops for time, `expanded` partial programs in:
+    /// past the deadline (with the time to write out the candidates found),
+    /// once it has expanded as many partial programs as the function has
+    /// classes. That grace is about one descent to a first candidate, work
+    /// of the order of building the function's e-graph, so that a function
+    /// reached after the module's deadline (shared by its functions) still
+    /// has a candidate where one is easy to find.
+    fn out_of_time(&self, shared: &Shared, limits: &Limits, expanded: usize) -> bool {
+        expanded >= self.ids.len() && shared.past(limits.deadline)
     }
 
     /// Enumerate candidates: depth first, but the subtrees of the first
@@ -217,14 +229,8 @@ impl<'a> Enumerator<'a> {
     /// explored in turns, one expansion each, so that a limited enumeration
     /// finds candidates of every top-level organization, not only of the
     /// cheapest-looking one. The order changes nothing else.
-    pub fn run(
-        &mut self,
-        mode: Mode,
-        max_candidates: usize,
-        time_limit: f64,
-        max_states: usize,
-    ) -> Enumeration {
-        self.run_threads(mode, max_candidates, time_limit, max_states, 1)
+    pub fn run(&mut self, mode: Mode, limits: &Limits) -> Enumeration {
+        self.run_threads(mode, limits, 1)
     }
 
     /// [`Enumerator::run`] on `threads` threads that share the record of
@@ -233,16 +239,8 @@ impl<'a> Enumerator<'a> {
     /// stack to a thread that has run out of work. Every mode finds the
     /// same classes as with one thread; the order of the candidates (and,
     /// under a limit, which are found) varies from run to run.
-    pub fn run_threads(
-        &mut self,
-        mode: Mode,
-        max_candidates: usize,
-        time_limit: f64,
-        max_states: usize,
-        threads: usize,
-    ) -> Enumeration {
-        let found = Enumeration::default();
-        self.run_from(mode, max_candidates, time_limit, max_states, threads, found)
+    pub fn run_threads(&mut self, mode: Mode, limits: &Limits, threads: usize) -> Enumeration {
+        self.run_from(mode, limits, threads, Enumeration::default())
     }
 
     /// `early` after a sketch of at most `sketch` seconds (none where 0):
@@ -257,22 +255,19 @@ impl<'a> Enumerator<'a> {
     pub fn run_sketched(
         &mut self,
         mode: Mode,
-        max_candidates: usize,
-        time_limit: f64,
-        max_states: usize,
+        limits: &Limits,
         threads: usize,
-        sketch: f64,
+        sketch: Duration,
     ) -> Enumeration {
-        if sketch <= 0.0 || mode != Mode::Early {
-            return self.run_threads(mode, max_candidates, time_limit, max_states, threads);
+        if sketch.is_zero() || mode != Mode::Early {
+            return self.run_threads(mode, limits, threads);
         }
         let start = Instant::now();
         self.sketching = true;
+        let sketch_end = start.checked_add(sketch).unwrap_or(limits.deadline);
         let first = self.run_threads(
             mode,
-            max_candidates,
-            sketch.min(time_limit),
-            max_states,
+            &limits.with_deadline(sketch_end.min(limits.deadline)),
             threads,
         );
         self.sketching = false;
@@ -283,15 +278,15 @@ impl<'a> Enumerator<'a> {
         {
             first
         } else {
-            let left = (time_limit - sketch_time_s).max(1e-3);
-            let mut out = self.run_from(
-                mode,
-                max_candidates,
-                left,
-                max_states.saturating_sub(expanded),
-                threads,
-                first,
-            );
+            // (At least a millisecond, as a search of its own would have.)
+            let rest = Limits {
+                max_states: limits.max_states.saturating_sub(expanded),
+                deadline: limits
+                    .deadline
+                    .max(Instant::now() + Duration::from_millis(1)),
+                ..*limits
+            };
+            let mut out = self.run_from(mode, &rest, threads, first);
             out.expanded_states += expanded;
             out
         };
@@ -305,16 +300,13 @@ impl<'a> Enumerator<'a> {
     pub(super) fn run_from(
         &mut self,
         mode: Mode,
-        max_candidates: usize,
-        time_limit: f64,
-        max_states: usize,
+        limits: &Limits,
         threads: usize,
         found: Enumeration,
     ) -> Enumeration {
         let threads = threads.max(1);
         let start = Instant::now();
-        let limit = Duration::from_secs_f64(time_limit);
-        let shared = Shared::new(max_candidates, found);
+        let shared = Shared::new(limits.max_candidates, found);
         let mut n = Counts::default();
         // With several threads, keys are numbered by one interner from now
         // on; each thread's own map is a cache of it that starts empty
@@ -350,9 +342,9 @@ impl<'a> Enumerator<'a> {
                     stop = self.complete(&s, mode, &shared);
                     break;
                 }
-                let why = if n.expanded >= max_states {
+                let why = if n.expanded >= limits.max_states {
                     Some("max-states")
-                } else if shared.past(start, limit) {
+                } else if self.out_of_time(&shared, limits, n.expanded) {
                     Some("time-limit")
                 } else {
                     None
@@ -383,7 +375,7 @@ impl<'a> Enumerator<'a> {
         for (i, t) in split.into_iter().enumerate() {
             initial[i % threads].push(vec![t]);
         }
-        let lim = (start, limit, time_limit, max_states);
+        let lim = (start, *limits);
         let counts: Vec<Counts> = if keys.is_none() {
             // One thread: this one.
             let stacks = initial.pop().unwrap_or_default();
@@ -422,8 +414,7 @@ impl<'a> Enumerator<'a> {
 
     /// One thread of [`Enumerator::run_threads`], starting from its
     /// stacks (explored in turns from the given one, depth first each): its
-    /// prunings. `lim` is the start, the time limit (and in seconds) and
-    /// the expansion limit.
+    /// prunings. `lim` is the start of the search and its limits.
     pub(super) fn worker(
         &mut self,
         mode: Mode,
@@ -431,9 +422,8 @@ impl<'a> Enumerator<'a> {
         shared: &Shared,
         pool: &Pool,
         threads: usize,
-        lim: (Instant, Duration, f64, usize),
+        (start, limits): (Instant, Limits),
     ) -> Counts {
-        let (start, limit, time_limit, max_states) = lim;
         // A thread that panics stops the others (they would wait for it
         // forever); the panic then reaches the caller.
         struct StopOnPanic<'p>(&'p Pool);
@@ -477,9 +467,9 @@ impl<'a> Enumerator<'a> {
                 .fetch_add(n.expanded - counted, Ordering::Relaxed)
                 + (n.expanded - counted);
             counted = n.expanded;
-            let why = if total >= max_states {
+            let why = if total >= limits.max_states {
                 Some("max-states")
-            } else if pops.is_multiple_of(64) && shared.past(start, limit) {
+            } else if pops.is_multiple_of(64) && self.out_of_time(shared, &limits, total) {
                 Some("time-limit")
             } else {
                 None
@@ -490,7 +480,7 @@ impl<'a> Enumerator<'a> {
                 break;
             }
             if pops.is_multiple_of(64) {
-                self.show_progress(&mut shown, start, time_limit, total, shared);
+                self.show_progress(&mut shown, start, &limits, total, shared);
             }
             let e = self.expand(mode, s, shared, &mut n);
             stacks[i].extend(e.next.into_iter().rev());
