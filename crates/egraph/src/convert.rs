@@ -5,6 +5,7 @@
 //! function of value ops again ([`to_func_text`]).
 
 use crate::analysis::{arg_leaf, operand_count, Ctx, Data, EGraph, TypeAnalysis};
+use crate::dialects::value_registry;
 use efir_ir::dialect::Signatures;
 use efir_ir::{Attr, Func, Module, Type};
 use egg::{Id, SymbolLang};
@@ -25,22 +26,6 @@ pub struct Graph {
     /// Result types.
     pub results: Vec<Type>,
 }
-
-/// A registry of the value dialects (the ones e-nodes may use).
-pub fn value_registry() -> efir_ir::Registry {
-    let mut r = efir_ir::Registry::new();
-    for d in [
-        &efir_dialect_ew::DIALECT,
-        &efir_dialect_tensor::DIALECT,
-        &efir_dialect_red::DIALECT,
-        &efir_dialect_par::DIALECT,
-        &efir_dialect_tile::DIALECT,
-    ] {
-        r.register(d);
-    }
-    r
-}
-
 /// The signatures an e-graph's type analysis needs: the repair library's
 /// and the module's. Computed once per module and shared by the e-graphs of
 /// all its functions (per function, it made passes quadratic in the number

@@ -8,6 +8,7 @@ pub mod analysis;
 pub mod compact;
 pub mod convert;
 pub mod deadline;
+pub mod dialects;
 pub mod extract;
 pub mod repairs;
 pub mod rules;

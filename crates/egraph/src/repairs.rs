@@ -75,7 +75,7 @@ pub fn library_module() -> efir_ir::Module {
 fn library_parsed() -> &'static efir_ir::Module {
     static LIB: std::sync::OnceLock<efir_ir::Module> = std::sync::OnceLock::new();
     LIB.get_or_init(|| {
-        let (m, d) = efir_ir::parse_and_verify(&library(), &crate::convert::value_registry());
+        let (m, d) = efir_ir::parse_and_verify(&library(), &crate::dialects::value_registry());
         debug_assert!(d.is_empty(), "{d:?}");
         m
     })
@@ -99,7 +99,7 @@ pub fn used_text(names: &std::collections::BTreeSet<String>) -> String {
     };
     efir_ir::print_module(
         &used,
-        &crate::convert::value_registry(),
+        &crate::dialects::value_registry(),
         efir_ir::PrintOptions::default(),
     )
 }

@@ -214,14 +214,21 @@ impl<'a> Enumerator<'a> {
     }
 
     /// Whether the search stops for time, `expanded` partial programs in:
-    /// past the deadline (with the time to write out the candidates found),
-    /// once it has expanded as many partial programs as the function has
-    /// classes. That grace is about one descent to a first candidate, work
-    /// of the order of building the function's e-graph, so that a function
-    /// reached after the module's deadline (shared by its functions) still
-    /// has a candidate where one is easy to find.
-    fn out_of_time(&self, shared: &Shared, limits: &Limits, expanded: usize) -> bool {
-        expanded >= self.ids.len() && shared.past(limits.deadline)
+    /// past the deadline (with the time to write out the candidates found).
+    /// A search that starts past it (a function reached after the module's
+    /// deadline, which its functions share) has a grace of `grace` partial
+    /// programs (as many as the function has classes: about one descent,
+    /// work of the order of building its e-graph) or until it finds a first
+    /// candidate, so that such a function still has one where it is easy
+    /// to find.
+    fn out_of_time(
+        &self,
+        shared: &Shared,
+        deadline: Instant,
+        grace: usize,
+        expanded: usize,
+    ) -> bool {
+        shared.past(deadline) && (expanded >= grace || !shared.out().candidates.is_empty())
     }
 
     /// Enumerate candidates: depth first, but the subtrees of the first
@@ -307,6 +314,11 @@ impl<'a> Enumerator<'a> {
         let threads = threads.max(1);
         let start = Instant::now();
         let shared = Shared::new(limits.max_candidates, found);
+        let grace = if shared.past(limits.deadline) {
+            self.ids.len()
+        } else {
+            0
+        };
         let mut n = Counts::default();
         // With several threads, keys are numbered by one interner from now
         // on; each thread's own map is a cache of it that starts empty
@@ -344,7 +356,7 @@ impl<'a> Enumerator<'a> {
                 }
                 let why = if n.expanded >= limits.max_states {
                     Some("max-states")
-                } else if self.out_of_time(&shared, limits, n.expanded) {
+                } else if self.out_of_time(&shared, limits.deadline, grace, n.expanded) {
                     Some("time-limit")
                 } else {
                     None
@@ -375,7 +387,7 @@ impl<'a> Enumerator<'a> {
         for (i, t) in split.into_iter().enumerate() {
             initial[i % threads].push(vec![t]);
         }
-        let lim = (start, *limits);
+        let lim = (start, *limits, grace);
         let counts: Vec<Counts> = if keys.is_none() {
             // One thread: this one.
             let stacks = initial.pop().unwrap_or_default();
@@ -414,7 +426,8 @@ impl<'a> Enumerator<'a> {
 
     /// One thread of [`Enumerator::run_threads`], starting from its
     /// stacks (explored in turns from the given one, depth first each): its
-    /// prunings. `lim` is the start of the search and its limits.
+    /// prunings. `lim` is the start of the search, its limits and its
+    /// grace (see [`Enumerator::out_of_time`]).
     pub(super) fn worker(
         &mut self,
         mode: Mode,
@@ -422,7 +435,7 @@ impl<'a> Enumerator<'a> {
         shared: &Shared,
         pool: &Pool,
         threads: usize,
-        (start, limits): (Instant, Limits),
+        (start, limits, grace): (Instant, Limits, usize),
     ) -> Counts {
         // A thread that panics stops the others (they would wait for it
         // forever); the panic then reaches the caller.
@@ -469,7 +482,9 @@ impl<'a> Enumerator<'a> {
             counted = n.expanded;
             let why = if total >= limits.max_states {
                 Some("max-states")
-            } else if pops.is_multiple_of(64) && self.out_of_time(shared, &limits, total) {
+            } else if pops.is_multiple_of(64)
+                && self.out_of_time(shared, limits.deadline, grace, total)
+            {
                 Some("time-limit")
             } else {
                 None
