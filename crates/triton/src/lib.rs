@@ -254,6 +254,25 @@ fn stateless(t: &Type) -> bool {
 
 /// Cut `f` into kernels.
 pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
+    let base = plan_with(module, f, false);
+    // The variant that also computes row statistics inside the kernels that
+    // read them (see [`epilogues`]), where it has fewer kernels, when its
+    // static estimate is lower.
+    let Ok(b) = &base else { return base };
+    let fused = plan_with(module, f, true);
+    if let Ok(v) = &fused {
+        if v.kernels.len() < b.kernels.len() {
+            if let (Ok(eb), Ok(ev)) = (estimate(b), estimate(v)) {
+                if ev.time_us < eb.time_us {
+                    return fused;
+                }
+            }
+        }
+    }
+    base
+}
+
+fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Plan<'a>, String> {
     let n = f.values.len();
     let mut def = vec![None; n];
     for (i, op) in f.ops.iter().enumerate() {
@@ -283,7 +302,7 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
             buffer[op.result.index()] = true;
         }
     }
-    epilogues(f, &def, &mut buffer);
+    epilogues(f, &def, &mut buffer, broadcast);
     // Slices and concatenations read their operands from memory at shifted
     // offsets, so an operand computed by an op (under parallel views and
     // slices of it, whose offsets compose) is stored.
@@ -471,7 +490,11 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
         }
         let mut k = kernel_of(f, &def, &buffer, v, kernels.len())?;
         let small = small_dot_extents(f, &def, &buffer, k.body);
-        auto_grid(f, &mut k, &mut axes, &small);
+        let whole = broadcast && inlines_reduction(f, &def, &buffer, k.body);
+        auto_grid(f, &mut k, &mut axes, &small, whole);
+        if !whole {
+            fill_sms(&k, &mut axes);
+        }
         kernels.push(k);
     }
     for r in &f.returns {
@@ -498,7 +521,13 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
 /// its own shape, down to exactly one buffer, is computed by that buffer's
 /// kernel instead of being stored and read back (the division and cast after
 /// an online-softmax reduction, a cast after a matmul).
-fn epilogues(f: &Func, def: &[Option<usize>], buffer: &mut [bool]) {
+///
+/// With `broadcast`, a reduction's value may also reach its buffers through
+/// broadcasting pointwise ops and reshapes that add or drop unit dims (the
+/// mean or inverse RMS of a row applied to the row), in any number of
+/// buffers: each of their kernels recomputes it (a loop over the row before
+/// the pointwise work) instead of reading it from a kernel of its own.
+fn epilogues(f: &Func, def: &[Option<usize>], buffer: &mut [bool], broadcast: bool) {
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); f.values.len()];
     for (i, op) in f.ops.iter().enumerate() {
         for o in &op.operands {
@@ -524,6 +553,7 @@ fn epilogues(f: &Func, def: &[Option<usize>], buffer: &mut [bool]) {
             continue;
         }
         let Some(shape) = shape_of(v) else { continue };
+        let reduction = broadcast && op.name != "tile.matmul" && op.name != "tensor.matmul";
         let mut targets: IndexSet<ValueId> = IndexSet::new();
         let mut stack = vec![v];
         let mut seen: IndexSet<ValueId> = IndexSet::new();
@@ -539,7 +569,17 @@ fn epilogues(f: &Func, def: &[Option<usize>], buffer: &mut [bool]) {
                 let uop = &f.ops[u];
                 let y = uop.result;
                 let pointwise = uop.name.starts_with("ew.") || uop.name == "tensor.get";
-                if !pointwise || shape_of(y).as_ref() != Some(&shape) {
+                let same = shape_of(y).as_ref() == Some(&shape);
+                // In broadcast mode any consumer but one that reads its
+                // operand from memory (slices, concatenations, reshapes that
+                // split or merge dims) or a matmul computes from it in place.
+                let spread = reduction
+                    && match uop.name.as_str() {
+                        "tensor.slice" | "tensor.concat" | "tile.matmul" | "tensor.matmul" => false,
+                        "tensor.reshape" => !splits_or_merges(f, x, y),
+                        _ => true,
+                    };
+                if !(spread || (pointwise && same)) {
                     ok = false;
                     break;
                 }
@@ -553,7 +593,10 @@ fn epilogues(f: &Func, def: &[Option<usize>], buffer: &mut [bool]) {
                 break;
             }
         }
-        if ok && targets.len() == 1 && def[v.index()].is_some() {
+        if ok
+            && (targets.len() == 1 || (reduction && !targets.is_empty()))
+            && def[v.index()].is_some()
+        {
             buffer[v.index()] = false;
         }
     }
@@ -710,11 +753,42 @@ pub(crate) fn small_dot_extents(
     out
 }
 
+/// Whether a kernel computes a reduction without parallel state inside (not
+/// its own body): a row statistic fused by [`epilogues`] with `broadcast`.
+fn inlines_reduction(f: &Func, def: &[Option<usize>], buffer: &[bool], body: ValueId) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![body];
+    while let Some(v) = stack.pop() {
+        if !seen.insert(v) {
+            continue;
+        }
+        let Some(i) = def[v.index()] else { continue };
+        let op = &f.ops[i];
+        if v != body
+            && matches!(op.name.as_str(), "par.reduce" | "tensor.reduce")
+            && stateless(f.ty(v))
+        {
+            return true;
+        }
+        for o in &op.operands {
+            if !buffer[o.index()] {
+                stack.push(*o);
+            }
+        }
+    }
+    false
+}
+
+/// The largest block of a dim that a kernel with a fused row statistic keeps
+/// whole (so that each program computes the statistic once).
+const WHOLE_ROW: u64 = 4096;
+
 fn auto_grid(
     f: &Func,
     k: &mut Kernel,
     axes: &mut IndexMap<String, AxisInfo>,
     small: &std::collections::HashSet<u64>,
+    whole: bool,
 ) {
     let leaves = f.ty(k.body).leaves();
     let Some(t) = leaves.first() else {
@@ -756,6 +830,16 @@ fn auto_grid(
             if small.contains(e) {
                 dm.push(16);
                 (dm, if *e == 1 { 1 } else { 16 })
+            } else if whole && d + 1 == r && top > 128 && top <= WHOLE_ROW {
+                // A row whose statistic the kernel computes: one block.
+                while b <= top {
+                    dm.push(b);
+                    b *= 2;
+                }
+                (dm, top)
+            } else if whole && d + 1 < r {
+                // One row per program, as many programs as rows.
+                (dm, 1)
             } else {
                 (dm, if top <= 128 { top } else { 64 })
             }
@@ -772,6 +856,54 @@ fn auto_grid(
             },
         );
         k.grid.push((name, Some(d)));
+    }
+}
+
+/// Programs a kernel's default schedule should launch at least: one per SM
+/// of the H200, so that a grid over a few rows (a matmul at B=1..16 over a
+/// large N) streams its weights from every SM.
+const FILL_PROGRAMS: u64 = 132;
+
+/// Halve the default blocks of a kernel's own automatic grid axes over large
+/// dims (extent over 128: splitting an attention head would recompute what it
+/// is reduced from), largest first and not below 16, until its grid has
+/// [`FILL_PROGRAMS`] programs or no block can shrink.
+fn fill_sms(k: &Kernel, axes: &mut IndexMap<String, AxisInfo>) {
+    let tiles = |axes: &IndexMap<String, AxisInfo>, a: &str| -> u64 {
+        let Some(i) = axes.get(a) else { return 1 };
+        let ext = match &i.extent {
+            Extent::N(n) => *n,
+            Extent::Tiles(b) => match axes.get(b) {
+                Some(bi) => match bi.extent {
+                    Extent::N(n) => n.div_ceil(bi.default.max(1)),
+                    Extent::Tiles(_) => 1,
+                },
+                None => 1,
+            },
+        };
+        ext.div_ceil(i.default.max(1))
+    };
+    let own = format!("g{}_", k.index);
+    loop {
+        let programs: u64 = k.grid.iter().map(|(a, _)| tiles(axes, a)).product();
+        if programs >= FILL_PROGRAMS {
+            return;
+        }
+        let best = k
+            .grid
+            .iter()
+            .filter(|(a, _)| a.starts_with(&own))
+            .filter_map(|(a, _)| {
+                let i = axes.get(a)?;
+                let big = matches!(i.extent, Extent::N(e) if e > 128);
+                (big && i.default > 16 && i.domain.contains(&(i.default / 2)))
+                    .then_some((i.default, a.clone()))
+            })
+            .max();
+        let Some((_, a)) = best else { return };
+        if let Some(i) = axes.get_mut(&a) {
+            i.default /= 2;
+        }
     }
 }
 
