@@ -38,6 +38,7 @@ const WORKLOADS: &[&str] = &[
 ];
 
 fn main() {
+    efir_driver::logging::init();
     let args: Vec<String> = std::env::args().collect();
     let get = |k: &str| {
         args.iter()
@@ -168,9 +169,6 @@ fn main() {
             // `expanded_states` would be if it ran to the end.
             let t = std::time::Instant::now();
             let mut en = Enumerator::new_in(&g, space).expect("space");
-            if std::env::var_os("EFIR_PROGRESS").is_some() {
-                en.progress = Some(w.to_string());
-            }
             let c = en.after_tree(max_subtrees, count_limit);
             let secs = t.elapsed().as_secs_f64();
             let what = if c.whole {

@@ -7,6 +7,7 @@
 //! (`crates/python`) are thin layers over these.
 
 pub mod expected;
+pub mod logging;
 pub mod split;
 pub mod translate;
 pub mod usage;

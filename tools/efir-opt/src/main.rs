@@ -61,6 +61,7 @@ fn split_args() -> (Vec<String>, Vec<PassFlag>) {
 }
 
 fn main() -> ExitCode {
+    efir_driver::logging::init();
     let (args, flags) = split_args();
     // Usage errors exit 2 (as clap's own), with the nearest flag or pass
     // for a mistyped one; help and version 0.

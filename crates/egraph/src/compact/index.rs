@@ -7,6 +7,7 @@ use super::context::{ContextScratch, COVER_CHECKS};
 use super::dead_fields::{field_use, FieldUse};
 use super::determined::Determined;
 use super::kinds::{node_kind, stateless, stateless_type, Kind};
+use super::limits::Progress;
 use super::order::{numbered_classes, ordered_options};
 use super::space::{retain_marked, view_mask, Space};
 use super::values::value_classes;
@@ -48,9 +49,9 @@ pub struct Enumerator<'a> {
     /// The value class (up to `par.reduce` loops) each interned key
     /// computes (`u32::MAX` for holes and keys not seen in a program yet).
     pub(super) value_of_key: Vec<u32>,
-    /// Where set, a progress line about once a second on stderr, naming
-    /// this function.
-    pub progress: Option<String>,
+    /// What the progress events of [`Enumerator::show_progress`] name:
+    /// the function, and since when and within what limit the pass runs.
+    pub progress: Progress,
     /// For classes whose every realization has the same key, the one
     /// option `early` considers (see [`Enumerator::fixed_options`]), and
     /// likewise for classes whose every realization reads the same frontier
@@ -217,7 +218,7 @@ impl<'a> Enumerator<'a> {
         let several_orgs = several_organizations(&kind, &values.value, values.count);
         let mut en = Enumerator {
             eg,
-            progress: None,
+            progress: Progress::new(&g.name),
             stores: labels.stores,
             root_store: labels.root_store,
             fixed: Vec::new(),

@@ -53,3 +53,31 @@ impl Limits {
             .as_secs_f64()
     }
 }
+
+/// What an enumeration's progress events (`tracing` events of target
+/// `efir::progress`, about once a second) name: the function, and since
+/// when and within how many seconds the pass that runs it runs.
+#[derive(Clone, Debug)]
+pub struct Progress {
+    /// The function.
+    pub function: String,
+    /// When the pass started.
+    pub since: Instant,
+    /// The pass's time limit in seconds.
+    pub limit_s: f64,
+    /// No events (the other threads of a search).
+    pub quiet: bool,
+}
+
+impl Progress {
+    /// Events for function `function`, counted from now, without a limit
+    /// of their own.
+    pub fn new(function: &str) -> Progress {
+        Progress {
+            function: function.to_string(),
+            since: Instant::now(),
+            limit_s: f64::INFINITY,
+            quiet: false,
+        }
+    }
+}

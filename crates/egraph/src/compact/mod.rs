@@ -73,14 +73,16 @@ mod partial;
 mod record;
 mod search;
 mod space;
+#[cfg(feature = "after-tree")]
 mod tree;
 mod values;
 
 pub use self::candidates::{parse_candidates, summary};
 pub use self::index::Enumerator;
-pub use self::limits::{deadline_in, Limits};
+pub use self::limits::{deadline_in, Limits, Progress};
 pub use self::record::Enumeration;
 pub use self::space::{Mode, Partitions, Replicas, Space};
+#[cfg(feature = "after-tree")]
 pub use self::tree::TreeCount;
 
 use self::candidates::candidate_texts;
@@ -194,6 +196,7 @@ impl Compact {
         g: &Graph,
         f: &Func,
         limits: &Limits,
+        started: Instant,
         cx: &mut PassContext<'_>,
     ) -> (Enumeration, bool) {
         let warn_whole = |cx: &mut PassContext<'_>, why: String| {
@@ -209,17 +212,18 @@ impl Compact {
                 .with_label("candidates of this function"),
             );
         };
-        // Progress on long enumerations, when a person is watching (or
-        // EFIR_PROGRESS is set).
-        let watched = std::env::var_os("EFIR_PROGRESS").is_some() || {
-            use std::io::IsTerminal;
-            std::io::stderr().is_terminal()
-        };
+        // Progress events name the function and count from the pass's
+        // start (the limit is the pass's).
         let run = |mut en: Enumerator<'_>| {
-            if watched {
-                en.progress = Some(f.name.clone());
-            }
-            en.run_sketched(self.mode, limits, self.threads, self.sketch)
+            en.progress = Progress {
+                function: f.name.clone(),
+                since: started,
+                limit_s: self.time_limit,
+                quiet: false,
+            };
+            let res = en.run_sketched(self.mode, limits, self.threads, self.sketch);
+            tracing::info!(target: "efir::progress", done = true);
+            res
         };
         let restricted = match Enumerator::new_in(g, self.space) {
             Ok(en) => en,
@@ -327,7 +331,7 @@ impl Pass for Compact {
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
             let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
             let g = graph_in(f, sigs.clone()).map_err(|e| fail(cx, e))?;
-            let (res, fell_back) = self.enumerate(&g, f, &limits, cx);
+            let (res, fell_back) = self.enumerate(&g, f, &limits, start, cx);
             totals.fallbacks += usize::from(fell_back);
             totals.add(&res);
             if let Some(why) = res.stopped_by {

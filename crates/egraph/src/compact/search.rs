@@ -188,29 +188,23 @@ impl<'a> Enumerator<'a> {
         e
     }
 
-    /// A progress line on stderr, about once a second, where asked for.
-    pub(super) fn show_progress(
-        &self,
-        shown: &mut Instant,
-        start: Instant,
-        limits: &Limits,
-        expanded: usize,
-        shared: &Shared,
-    ) {
-        if let Some(name) = &self.progress {
-            if shown.elapsed() >= Duration::from_secs(1) {
-                *shown = Instant::now();
-                let classes = shared.classes();
-                #[allow(clippy::print_stderr)]
-                {
-                    eprintln!(
-                        "compact: @{name}: {expanded} partial programs expanded, {classes} classes, {:.1} s of {:.1} s",
-                        start.elapsed().as_secs_f64(),
-                        start.elapsed().as_secs_f64() + limits.seconds_left()
-                    );
-                }
-            }
+    /// About once a second, a progress event (target `efir::progress`,
+    /// see [`Progress`]); what shows it, if anything, is the tool's
+    /// `tracing` subscriber.
+    pub(super) fn show_progress(&self, shown: &mut Instant, expanded: usize, shared: &Shared) {
+        let p = &self.progress;
+        if p.quiet || shown.elapsed() < Duration::from_secs(1) {
+            return;
         }
+        *shown = Instant::now();
+        tracing::info!(
+            target: "efir::progress",
+            "compact: @{}: {expanded} partial programs expanded, {} classes, {:.1} s of {:.1} s",
+            p.function,
+            shared.classes(),
+            p.since.elapsed().as_secs_f64(),
+            p.limit_s
+        );
     }
 
     /// Whether the search stops for time, `expanded` partial programs in:
@@ -399,9 +393,8 @@ impl<'a> Enumerator<'a> {
                     .enumerate()
                     .map(|(w, stacks)| {
                         let mut en = self.clone();
-                        if w > 0 {
-                            en.progress = None;
-                        }
+                        // (One thread reports progress.)
+                        en.progress.quiet |= w > 0;
                         let (shared, pool) = (&shared, &pool);
                         scope
                             .spawn(move || en.worker(mode, (stacks, 0), shared, pool, threads, lim))
@@ -495,7 +488,7 @@ impl<'a> Enumerator<'a> {
                 break;
             }
             if pops.is_multiple_of(64) {
-                self.show_progress(&mut shown, start, &limits, total, shared);
+                self.show_progress(&mut shown, total, shared);
             }
             let e = self.expand(mode, s, shared, &mut n);
             stacks[i].extend(e.next.into_iter().rev());

@@ -175,21 +175,18 @@ impl<'a> Enumerator<'a> {
                     whole: false,
                 };
             }
-            if let Some(name) = &self.progress {
-                if shown.elapsed() >= Duration::from_secs(1) {
-                    shown = Instant::now();
-                    #[allow(clippy::print_stderr)]
-                    {
-                        let so_far: u128 = stack.iter().map(|t| t.expanded).sum();
-                        eprintln!(
-                            "compact: @{name}: counting the tree of `after`: {} subtrees, {} deep, at least {} expansions, {:.1} s",
-                            memo.len(),
-                            stack.len(),
-                            so_far + f.expanded,
-                            start.elapsed().as_secs_f64()
-                        );
-                    }
-                }
+            if shown.elapsed() >= Duration::from_secs(1) {
+                shown = Instant::now();
+                let so_far: u128 = stack.iter().map(|t| t.expanded).sum();
+                tracing::info!(
+                    target: "efir::progress",
+                    "compact: @{}: counting the tree of `after`: {} subtrees, {} deep, at least {} expansions, {:.1} s",
+                    self.progress.function,
+                    memo.len(),
+                    stack.len(),
+                    so_far + f.expanded,
+                    start.elapsed().as_secs_f64()
+                );
             }
             match stack.last_mut() {
                 Some(p) => {
