@@ -1323,31 +1323,52 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         let (ea, _) = static_shape(f.ty(a))?;
         let (eb, _) = static_shape(f.ty(b))?;
         let (er, rdt) = static_shape(f.ty(v))?;
-        if ea.len() != 2 || eb.len() != 2 {
-            return Err(
-                "a matmul of operands of rank other than 2 (not covered by the TTIR path)".into(),
-            );
+        let (ra, rb, r) = (ea.len(), eb.len(), er.len());
+        if ra < 2 || rb < 2 || r < 2 {
+            return Err("a matmul of vectors (not covered by the TTIR path)".into());
         }
-        let kax = layout_of(f.ty(a))[1].clone();
-        let mut la: Layout = vec![lay[0].clone(), kax.clone()];
-        let mut lb: Layout = vec![kax.clone(), lay[1].clone()];
+        // Leading (batch) dims as the result's, stretched unit dims whole;
+        // rows and columns from the request, K as the operand is split.
+        let side = |e: &[u64]| -> Layout {
+            let k = r - e.len();
+            (0..e.len() - 2)
+                .map(|j| {
+                    if e[j] == 1 && er[j + k] != 1 {
+                        None
+                    } else {
+                        lay[j + k].clone()
+                    }
+                })
+                .collect()
+        };
+        let kax = layout_of(f.ty(a))[ra - 1].clone();
+        let mut la = side(&ea);
+        la.extend([lay[r - 2].clone(), kax.clone()]);
+        let mut lb = side(&eb);
+        lb.extend([kax.clone(), lay[r - 1].clone()]);
         let (dims, depth0) = self.dims(&er, lay)?;
         let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
-        let auto = format!("r{}", ea[1]);
-        if kax.is_none()
-            && ea[1] > AUTO_K
+        if shape[..r - 2].iter().any(|n| *n != 1) {
+            return Err(
+                "a batched matmul with batch blocks over 1 (not covered by the TTIR path)".into(),
+            );
+        }
+        let shape2 = shape[r - 2..].to_vec();
+        let auto = format!("r{}", ea[ra - 1]);
+        let (x, depth) = if kax.is_none()
+            && ea[ra - 1] > AUTO_K
             && self.p.axes.contains_key(&auto)
             && !self.bound.contains_key(&auto)
         {
             // A K loop: scf.for over K tiles with an f32 accumulator.
             let outer = self.scopes.len() - 1;
             let bk = self.block_of(&auto)?;
-            let nt = ea[1].div_ceil(bk) as i64;
+            let nt = ea[ra - 1].div_ceil(bk) as i64;
             let lb0 = self.const_i32(0, 0)?;
             let ub = self.const_i32(0, nt)?;
             let st = self.const_i32(0, 1)?;
-            let acc0 = self.splat_const(outer.max(depth0), 0.0, &shape, DType::F32)?;
-            let acc_t = ty_text(&shape, "f32");
+            let acc0 = self.splat_const(outer.max(depth0), 0.0, &shape2, DType::F32)?;
+            let acc_t = ty_text(&shape2, "f32");
             let at = self.ty(&acc_t)?;
             let i32t = self.ty("i32")?;
             let region = Region::new();
@@ -1371,13 +1392,14 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             let inner = self.scopes.len() - 1;
             let iv: Value = body.argument(0).map_err(|e| e.to_string())?.into();
             let acc: Value = body.argument(1).map_err(|e| e.to_string())?.into();
-            self.bind(&auto, iv, inner)?;
-            la[1] = Some(auto.clone());
-            lb[0] = Some(auto.clone());
-            let res = self.product(v, &la, &lb, &dims, Some(acc), inner);
+            la[ra - 1] = Some(auto.clone());
+            lb[rb - 2] = Some(auto.clone());
+            let res = self
+                .bind(&auto, iv, inner)
+                .and_then(|_| self.product(v, &la, &lb, Some(acc), inner));
             // Close the loop whatever happened, then report.
             let yielded = match res {
-                Ok(x) => self.op(inner, "scf.yield", &[x], &[], &[]).map(|_| ()),
+                Ok((x, _)) => self.op(inner, "scf.yield", &[x], &[], &[]).map(|_| ()),
                 Err(e) => Err(e),
             };
             self.bound.remove(&auto);
@@ -1385,21 +1407,16 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             self.scopes.pop();
             yielded?;
             let out: Value = fref.result(0).map_err(|e| e.to_string())?.into();
-            let blk = Blk {
-                v: out,
-                dims,
-                dt: DType::F32,
-                depth: outer.max(depth0),
-            };
-            return self.cast(&blk, rdt);
-        }
-        let depth = self.scopes.len() - 1;
-        let _ = depth;
-        let x = self.product(v, &la, &lb, &dims, None, 0)?;
-        let depth = self
-            .memo_depth(a, &la)
-            .max(self.memo_depth(b, &lb))
-            .max(depth0);
+            (out, outer.max(depth0))
+        } else {
+            let (x, d) = self.product(v, &la, &lb, None, 0)?;
+            (x, d.max(depth0))
+        };
+        let x = if r > 2 {
+            self.val(depth, "tt.reshape", &[x], &ty_text(&shape, "f32"), &[])?
+        } else {
+            x
+        };
         let blk = Blk {
             v: x,
             dims,
@@ -1409,24 +1426,45 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         self.cast(&blk, rdt)
     }
 
-    fn memo_depth(&self, v: ValueId, lay: &Layout) -> usize {
-        self.memo
-            .get(&(v, lay.clone()))
-            .map(|b| b.depth)
-            .unwrap_or(0)
+    /// `x` (a block whose dims but the last two are single elements) as a
+    /// matrix.
+    fn matrix(&self, x: &Blk<'c, 'm>) -> R<Blk<'c, 'm>> {
+        let r = x.dims.len();
+        if r == 2 {
+            return Ok(x.clone());
+        }
+        if x.dims[..r - 2].iter().any(|d| d.size != 1) {
+            return Err(
+                "a batched matmul with batch blocks over 1 (not covered by the TTIR path)".into(),
+            );
+        }
+        let dims = x.dims[r - 2..].to_vec();
+        let s: Vec<u64> = dims.iter().map(|d| d.size).collect();
+        let v = self.val(
+            x.depth,
+            "tt.reshape",
+            &[x.v],
+            &ty_text(&s, dtype_name(x.dt)),
+            &[],
+        )?;
+        Ok(Blk {
+            v,
+            dims,
+            dt: x.dt,
+            depth: x.depth,
+        })
     }
 
-    /// The f32 product of the operands of matmul `v` in tilings `la`, `lb`
-    /// (plus `acc`, at loop depth `at`).
+    /// The f32 product (a matrix) of the operands of matmul `v` in tilings
+    /// `la`, `lb` (plus `acc`, at loop depth `at`), and its depth.
     fn product(
         &mut self,
         v: ValueId,
         la: &Layout,
         lb: &Layout,
-        dims: &[Bd<'c, 'm>],
         acc: Option<Value<'c, 'm>>,
         at: usize,
-    ) -> R<Value<'c, 'm>> {
+    ) -> R<(Value<'c, 'm>, usize)> {
         let f = self.p.func;
         let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
         let xa = self.emit(op.operands[0], la)?;
@@ -1435,6 +1473,8 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         let (mut xa, mut xb) = (xa, xb);
         xa.depth = depth;
         xb.depth = depth;
+        let xa = self.matrix(&xa)?;
+        let xb = self.matrix(&xb)?;
         // Zero the K padding of both operands.
         let xa = self.pad(&xa, 1, 0.0)?;
         let xb = self.pad(&xb, 0, 0.0)?;
@@ -1445,7 +1485,6 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             Some(x) => x,
             None => self.splat_const(depth, 0.0, &shape, DType::F32)?,
         };
-        let _ = dims;
         if bm >= 16 && bn >= 16 && bk >= 16 {
             // Same 16-bit type: a 16-bit dot; otherwise f32 (tf32, as tl.dot).
             let dt = if xa.dt == xb.dt && matches!(xa.dt, DType::F16 | DType::BF16) {
@@ -1455,7 +1494,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             };
             let xa = self.cast(&xa, dt)?;
             let xb = self.cast(&xb, dt)?;
-            return self.val(
+            let d = self.val(
                 depth,
                 "tt.dot",
                 &[xa.v, xb.v, acc],
@@ -1464,7 +1503,8 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     ("inputPrecision", "0 : i32".into()),
                     ("maxNumImpreciseAcc", "0 : i32".into()),
                 ],
-            );
+            )?;
+            return Ok((d, depth));
         }
         // A block under 16: multiply and sum in registers.
         let xa = self.cast(&xa, DType::F32)?;
@@ -1495,7 +1535,8 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             depth,
         };
         let s = self.tt_reduce(&pb, 1, "arith.addf")?;
-        self.val(depth, "arith.addf", &[acc, s], &ft, &[])
+        let d = self.val(depth, "arith.addf", &[acc, s], &ft, &[])?;
+        Ok((d, depth))
     }
 
     /// The kernel: decompose the program id, compute the body, store it.
