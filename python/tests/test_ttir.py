@@ -1,7 +1,10 @@
 """`python -m efir run-ttir`'s host side (efir.ttir), and Triton reading the
 TTIR that `efir-translate --to-ttir` builds through MLIR (issue 31).
 
-The host test needs torch only (the kernels are stand-ins that record their
+The numeric test runs the TTIR builds of the small workloads (and the
+lit-tests/TTIR programs: a K loop, an uneven reduction, a batched matmul)
+with a numpy interpreter of the TTIR (ttir_interp.py) against efir's
+interpreter (efir-run, EFIR_BIN_DIR). The host test needs torch only (the kernels are stand-ins that record their
 launches). The Triton test needs an efir-translate built with the `mlir`
 feature: EFIR_TTIR_TRANSLATE names it (EFIR_BIN_DIR's efir-translate is
 used when it has the feature); without one it is skipped. It compiles every
@@ -100,3 +103,47 @@ def test_triton_compiles_the_ttir(tmp_path):
         )
         assert c.name == k["name"]
         assert "ttgir" in c.asm and "ptx" in c.asm
+
+
+CASES = [(f"examples/small/{w}.efir", w) for w in (
+    "attn_decode", "attn_prefill", "gated_mlp", "layernorm_gemm", "lora", "ngpt", "rmsnorm_mlp", "rmsnorm_swiglu")] + [
+    ("lit-tests/TTIR/matmul-k-loop.efir", "mm"),
+    ("lit-tests/TTIR/reduce.efir", "rowmax"),
+    ("lit-tests/TTIR/pointwise.efir", "pw"),
+    ("lit-tests/TTIR/not-covered.efir", "bmm"),
+]
+
+
+def _build_and_run(tmp_path, src, func, mutate=None):
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "python" / "tests"))
+    import triton_harness as h
+    import ttir_interp
+
+    out = tmp_path / "ttir"
+    subprocess.run([_translate(), "--to-ttir", str(ROOT / src), "--func", func, "--output-dir", str(out)], check=True)
+    m = json.loads((out / f"{func}.ttir.json").read_text())
+    d = h.reference(ROOT / src, func, tmp_path / "ref")
+    ins = sorted((b for b in m["buffers"] if b["input"] is not None), key=lambda b: b["input"])
+    xs = [np.load(d / f"in_{b['name']}.npy") for b in ins]
+    texts = [(out / k["file"]).read_text() for k in m["kernels"]]
+    if mutate:
+        texts = [mutate(t) for t in texts]
+    ys = ttir_interp.run(m, texts, xs)
+    return [h.rel_l2(y, np.load(d / f"out{i}.npy")) for i, y in enumerate(ys)]
+
+
+@pytest.mark.skipif(_translate() is None, reason="no efir-translate with the mlir feature (EFIR_TTIR_TRANSLATE)")
+@pytest.mark.parametrize("src,func", CASES, ids=[c[1] for c in CASES])
+def test_ttir_numerics(tmp_path, src, func):
+    errs = _build_and_run(tmp_path, src, func)
+    assert errs and all(e <= 1e-2 for e in errs), errs
+
+
+@pytest.mark.skipif(_translate() is None, reason="no efir-translate with the mlir feature (EFIR_TTIR_TRANSLATE)")
+def test_ttir_numerics_catches_a_wrong_kernel(tmp_path):
+    # The check is not vacuous: one product turned into a sum is caught.
+    errs = _build_and_run(tmp_path, "examples/small/gated_mlp.efir", "gated_mlp",
+                          mutate=lambda t: t.replace("arith.mulf", "arith.addf", 1))
+    assert max(errs) > 1e-2, errs

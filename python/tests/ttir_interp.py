@@ -1,0 +1,244 @@
+"""A numpy interpreter for the TTIR that `efir-translate --to-ttir` writes.
+
+Enough of the Triton dialect (and arith, math, scf) to run those kernels on
+the CPU, one program at a time, so that a TTIR build's numerics can be
+checked without a GPU (test_ttir.py compares it with efir's interpreter).
+Blocks are numpy arrays; a block of pointers is (buffer index, offsets).
+Arithmetic runs in the blocks' own types (f16 adds round to f16, as on the
+GPU); tt.dot multiplies in f32 and accumulates in f32.
+
+It reads the printed form of exactly the ops the builder emits: Triton ops
+in generic form, arith/math/scf in their custom forms. Anything else is an
+error, not a guess.
+"""
+
+import re
+
+import numpy as np
+
+NP = {"f16": np.float16, "bf16": np.float32, "f32": np.float32, "f64": np.float64,
+      "i1": np.bool_, "i32": np.int32, "i64": np.int64}
+
+SSA = re.compile(r"%[\w$.-]+")
+
+
+class Ptr:
+    def __init__(self, buf, off):
+        self.buf, self.off = buf, off
+
+
+def elt(ty):
+    """The element type name of `tensor<...xT>`, `!tt.ptr<T>` or `T`."""
+    ty = ty.strip()
+    m = re.match(r"tensor<(?:[0-9]+x)*(.+)>$", ty)
+    if m:
+        ty = m.group(1)
+    m = re.match(r"!tt\.ptr<(.+)>$", ty)
+    return ("ptr", m.group(1)) if m else ty
+
+
+def shape(ty):
+    m = re.match(r"tensor<((?:[0-9]+x)*)", ty.strip())
+    return tuple(int(x) for x in m.group(1).split("x") if x) if m else ()
+
+
+def const(text):
+    """`dense<V> : T` or `V : T` as a numpy value."""
+    m = re.match(r"(?:dense<(.+)>|(.+?)) : (.+)$", text.strip())
+    lit, ty = m.group(1) or m.group(2), m.group(3)
+    e = elt(ty)
+    if lit in ("true", "false"):
+        v = lit == "true"
+    elif lit.startswith("0x"):
+        bits = int(lit, 16)
+        u, f = {"f16": (np.uint16, np.float16), "f32": (np.uint32, np.float32), "f64": (np.uint64, np.float64)}[e]
+        v = np.array(bits, u).view(f).item()
+    else:
+        v = float(lit) if e.startswith(("f", "bf")) else int(lit)
+    return np.full(shape(ty), v, dtype=NP[e]) if shape(ty) else NP[e](v)
+
+
+def split_modules(text):
+    return [m for m in re.split(r"(?m)^// =====.*$", text) if m.strip()]
+
+
+class Kernel:
+    def __init__(self, text):
+        lines = [line.strip() for line in text.splitlines()]
+        i = next(k for k, line in enumerate(lines) if line.startswith("^bb0("))
+        self.args = SSA.findall(lines[i])
+        self.body, _ = self.block(lines, i + 1)
+
+    def block(self, lines, i):
+        """Ops until the closing brace of the enclosing region."""
+        ops = []
+        while i < len(lines):
+            line = lines[i]
+            if line.startswith("}"):
+                return ops, i
+            if " = scf.for " in line:
+                body, j = self.block(lines, i + 1)
+                ops.append(("for", line, body))
+                i = j + 1
+                continue
+            if '"tt.reduce"(' in line:
+                j = i + 1
+                while not lines[j].startswith("})"):
+                    j += 1
+                comb = next(line2 for line2 in lines[i + 1:j] if line2.startswith("%"))
+                ops.append(("reduce", line + " " + lines[j], comb.split("=")[1].split()[0]))
+                i = j + 1
+                continue
+            if line and not line.startswith(("^", "//")):
+                ops.append(("op", line, None))
+            i += 1
+        return ops, i
+
+    def run(self, bufs, args, pid):
+        env = {a: Ptr(b, np.int64(0)) for a, b in zip(self.args, args)}
+        self.exec(self.body, env, bufs, pid)
+
+    def exec(self, ops, env, bufs, pid):
+        for kind, line, extra in ops:
+            if kind == "for":
+                m = re.match(r"(%\S+) = scf.for (%\S+) = (%\S+) to (%\S+) step (%\S+) iter_args\((.*)\) -> ", line)
+                res, iv, lo, hi, st = m.group(1, 2, 3, 4, 5)
+                carried = [x.split(" = ") for x in m.group(6).split(", ")]
+                vals = [env[v] for _, v in carried]
+                for k in range(int(env[lo]), int(env[hi]), int(env[st])):
+                    env[iv] = np.int32(k)
+                    for (name, _), v in zip(carried, vals):
+                        env[name] = v
+                    vals = self.exec(extra, env, bufs, pid)
+                env[res] = vals[0]
+                continue
+            if kind == "reduce":
+                m = re.match(r'(%\S+) = "tt.reduce"\((%\S+)\).*axis = (\d+) : i32', line)
+                f = {"arith.addf": np.sum, "arith.maxnumf": np.max, "arith.minnumf": np.min}[extra]
+                x = env[m.group(2)]
+                env[m.group(1)] = f(x, axis=int(m.group(3))).astype(x.dtype)
+                continue
+            out = self.op(line, env, bufs, pid)
+            if out is not None and out[0] == "yield":
+                return out[1]
+        return None
+
+    def op(self, line, env, bufs, pid):
+        res, _, rhs = line.partition(" = ") if line.startswith("%") else (None, None, line)
+        g = re.match(r'"([\w.]+)"\((.*?)\)\s*(\{.*?\})?\s*:\s*\((.*?)\)\s*->\s*(.+)$', rhs)
+        if g:
+            name, ops, attrs, _, rty = g.groups()
+            a = [env[x] for x in SSA.findall(ops)]
+            attrs = attrs or ""
+            ax = re.search(r"axis = (\d+)", attrs)
+            if name == "tt.get_program_id":
+                v = np.int32(pid)
+            elif name == "tt.make_range":
+                s, e = (int(x) for x in re.search(r"end = (\d+) : i32, start = (\d+)", attrs).group(2, 1))
+                v = np.arange(s, e, dtype=np.int32)
+            elif name == "tt.splat":
+                x = a[0]
+                v = Ptr(x.buf, np.full(shape(rty), x.off, np.int64)) if isinstance(x, Ptr) else np.full(shape(rty), x, dtype=np.asarray(x).dtype)
+            elif name == "tt.broadcast":
+                x = a[0]
+                v = Ptr(x.buf, np.broadcast_to(x.off, shape(rty)).copy()) if isinstance(x, Ptr) else np.broadcast_to(x, shape(rty)).copy()
+            elif name == "tt.expand_dims":
+                x = a[0]
+                v = Ptr(x.buf, np.expand_dims(x.off, int(ax.group(1)))) if isinstance(x, Ptr) else np.expand_dims(x, int(ax.group(1)))
+            elif name == "tt.reshape":
+                v = a[0].reshape(shape(rty))
+            elif name == "tt.trans":
+                order = [int(x) for x in re.search(r"order = array<i32: ([\d, ]+)>", attrs).group(1).split(",")]
+                v = np.transpose(a[0], order).copy()
+            elif name == "tt.addptr":
+                v = Ptr(a[0].buf, a[0].off + a[1].astype(np.int64))
+            elif name == "tt.load":
+                p = a[0]
+                buf = bufs[p.buf]
+                if len(a) == 1:
+                    v = buf[p.off].copy() if np.ndim(p.off) else buf[int(p.off)]
+                else:
+                    m, other = a[1], a[2]
+                    v = np.where(m, buf[np.where(m, p.off, 0)], other).astype(buf.dtype)
+            elif name == "tt.store":
+                p, x = a[0], a[1]
+                buf = bufs[p.buf]
+                if len(a) == 2:
+                    buf[p.off] = x
+                else:
+                    buf[p.off[a[2]]] = x[a[2]]
+                v = None
+            elif name == "tt.dot":
+                v = (a[0].astype(np.float32) @ a[1].astype(np.float32) + a[2]).astype(np.float32)
+            elif name == "tt.return":
+                v = None
+            else:
+                raise NotImplementedError(name)
+            if res:
+                env[res] = v
+            return None
+        m = re.match(r"([\w.]+)\s*(.*)$", rhs)
+        name, rest = m.groups()
+        if name == "scf.yield":
+            return ("yield", [env[x] for x in SSA.findall(rest.split(":")[0])])
+        if name == "arith.constant":
+            env[res] = const(rest)
+            return None
+        pred = None
+        if name in ("arith.cmpi", "arith.cmpf"):
+            pred, _, rest = rest.partition(", ")
+        body, _, tys = rest.rpartition(" : ")
+        a = [env[x] for x in SSA.findall(body)]
+        to = NP.get(elt(tys.split(" to ")[-1]), None) if " to " in tys else None
+        x = a[0]
+        f = {
+            "arith.addi": lambda: x + a[1], "arith.subi": lambda: x - a[1], "arith.muli": lambda: x * a[1],
+            "arith.remsi": lambda: np.fmod(x, a[1]), "arith.divsi": lambda: (np.trunc(np.true_divide(x, a[1]))).astype(np.asarray(x).dtype),
+            "arith.andi": lambda: x & a[1], "arith.addf": lambda: x + a[1], "arith.subf": lambda: x - a[1],
+            "arith.mulf": lambda: x * a[1], "arith.divf": lambda: x / a[1], "arith.maxnumf": lambda: np.fmax(x, a[1]),
+            "arith.minnumf": lambda: np.fmin(x, a[1]), "arith.maxsi": lambda: np.maximum(x, a[1]),
+            "arith.minsi": lambda: np.minimum(x, a[1]), "arith.negf": lambda: -x,
+            "arith.select": lambda: np.where(x, a[1], a[2]).astype(np.asarray(a[1]).dtype),
+            "math.exp": lambda: np.exp(x), "math.log": lambda: np.log(x), "math.sqrt": lambda: np.sqrt(x),
+            "math.rsqrt": lambda: (1 / np.sqrt(x)).astype(np.asarray(x).dtype), "math.absf": lambda: np.abs(x),
+            "math.erf": lambda: _erf(x),
+            "arith.extf": lambda: np.asarray(x).astype(to), "arith.truncf": lambda: np.asarray(x).astype(to),
+            "arith.sitofp": lambda: np.asarray(x).astype(to), "arith.uitofp": lambda: np.asarray(x).astype(to),
+            "arith.fptosi": lambda: np.trunc(x).astype(to), "arith.extsi": lambda: np.asarray(x).astype(to),
+            "arith.extui": lambda: np.asarray(x).astype(to), "arith.trunci": lambda: np.asarray(x).astype(to),
+        }.get(name)
+        if pred is not None:
+            op = {"eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal, "sgt": np.greater,
+                  "sge": np.greater_equal, "oeq": np.equal, "une": np.not_equal, "olt": np.less, "ole": np.less_equal,
+                  "ogt": np.greater, "oge": np.greater_equal}[pred]
+            env[res] = op(x, a[1])
+            return None
+        if f is None:
+            raise NotImplementedError(name)
+        with np.errstate(all="ignore"):
+            env[res] = f()
+        return None
+
+
+def _erf(x):
+    import math
+
+    return np.vectorize(math.erf, otypes=[np.float64])(x).astype(np.asarray(x).dtype)
+
+
+def run(manifest, texts, inputs):
+    """Run a program: `manifest` (the .ttir.json), the kernels' texts, and
+    the inputs (numpy arrays); returns the results."""
+    bufs = []
+    for b in manifest["buffers"]:
+        dt = NP[b["dtype"]]
+        if b["input"] is not None:
+            bufs.append(np.ascontiguousarray(inputs[b["input"]], dtype=dt).ravel().copy())
+        else:
+            bufs.append(np.zeros(int(np.prod(b["shape"], dtype=np.int64)), dtype=dt))
+    for k, text in zip(manifest["kernels"], texts):
+        kern = Kernel(text)
+        for pid in range(k["grid"]):
+            kern.run(bufs, k["args"], pid)
+    outs = sorted((b for b in manifest["buffers"] if b["output"] is not None), key=lambda b: b["output"])
+    return [bufs[manifest["buffers"].index(b)].reshape(b["shape"]) for b in outs]
