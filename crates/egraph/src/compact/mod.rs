@@ -86,6 +86,7 @@ pub use self::space::{Mode, Partitions, Replicas, Space};
 pub use self::tree::TreeCount;
 
 use self::candidates::candidate_texts;
+use self::record::TAIL_SECS_PER_NODE;
 use crate::convert::Graph;
 use crate::saturate::{graph_in, lambda_text, library_refs, library_used};
 use efir_diagnostics::{codes, Diag};
@@ -328,10 +329,18 @@ impl Pass for Compact {
             deadline: deadline_in(self.time_limit),
         };
         let sigs = crate::convert::graph_signatures(m);
+        // E-nodes chosen by the candidates of the functions done: the time
+        // to read them back at the end is kept from the deadline of the
+        // functions after them (each enumeration counts its own).
+        let mut nodes = 0usize;
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
             let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
             let g = graph_in(f, sigs.clone()).map_err(|e| fail(cx, e))?;
+            let kept = Duration::from_secs_f64(TAIL_SECS_PER_NODE * nodes as f64);
+            let limits = limits
+                .with_deadline((limits.deadline.checked_sub(kept)).unwrap_or(limits.deadline));
             let (res, fell_back) = self.enumerate(&g, f, &limits, start, cx);
+            nodes += res.candidates.iter().map(|c| c.len()).sum::<usize>();
             totals.fallbacks += usize::from(fell_back);
             totals.add(&res);
             if let Some(why) = res.stopped_by {
