@@ -1,34 +1,11 @@
 //! Attribute values: literals, symbols, words, arrays, types and attribute
 //! terms such as reducers (`#red.prod<#red.max, #red.sum>`).
 
-use crate::types::Type;
 use efir_syntax::literal::{format_float, quote};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
-/// An attribute value. Floats compare and hash by their bits so that
-/// attributes can key maps (CSE, hash-consing).
-#[derive(Clone, Debug)]
-pub enum Attr {
-    /// An integer.
-    Int(i64),
-    /// A float.
-    Float(f64),
-    /// A string.
-    Str(String),
-    /// A boolean.
-    Bool(bool),
-    /// `@name`: a function or a parallel axis.
-    Symbol(String),
-    /// A bare word from a fixed set, such as a comparison predicate `lt`.
-    Word(String),
-    /// `[a, b]`.
-    Array(Vec<Attr>),
-    /// `#dialect.name<args>`: positional args have no key.
-    Term(String, Vec<(Option<String>, Attr)>),
-    /// A type.
-    Type(Box<Type>),
-}
+pub use crate::types::Attr;
 
 impl Attr {
     /// A term without arguments, `#name`.

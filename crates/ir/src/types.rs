@@ -5,8 +5,11 @@
 //! parallel axis the value lives under to `part(i)`, `repl` or
 //! `partial(ρ)`. Two values with the same shape but different states have
 //! different types.
+//!
+//! Attribute values ([`Attr`]) are defined here too: an attribute may hold a
+//! type and a partial state holds its reducer, an attribute, so the two
+//! are one recursive datum (their behaviour is in [`crate::attr`]).
 
-use crate::attr::Attr;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -250,4 +253,28 @@ pub fn shape_str(shape: &[Dim]) -> String {
         .map(|d| d.to_string())
         .collect::<Vec<_>>()
         .join("x")
+}
+
+/// An attribute value. Floats compare and hash by their bits so that
+/// attributes can key maps (CSE, hash-consing).
+#[derive(Clone, Debug)]
+pub enum Attr {
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A string.
+    Str(String),
+    /// A boolean.
+    Bool(bool),
+    /// `@name`: a function or a parallel axis.
+    Symbol(String),
+    /// A bare word from a fixed set, such as a comparison predicate `lt`.
+    Word(String),
+    /// `[a, b]`.
+    Array(Vec<Attr>),
+    /// `#dialect.name<args>`: positional args have no key.
+    Term(String, Vec<(Option<String>, Attr)>),
+    /// A type.
+    Type(Box<Type>),
 }

@@ -1,3 +1,6 @@
+//! The candidates as functions: their text (with kernel count and
+//! materialized bytes), and the module they are read back into.
+
 use super::kinds::{pointwise, stateless};
 use crate::analysis::EGraph;
 use crate::convert::{node_operands, to_func_text, Graph};

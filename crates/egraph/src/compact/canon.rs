@@ -1,3 +1,8 @@
+//! Canonical keys: the interner, the key of one e-node given its operands'
+//! (the one place the canonical form is defined node by node), and the
+//! canonical form of a partial program with the rules of the candidate space
+//! it checks.
+
 use super::index::Enumerator;
 use super::kinds::Kind;
 use super::partial::{State, NONE};

@@ -1,3 +1,7 @@
+//! Contexts: what the completions of a partial program depend on besides
+//! its canonical form, as explicit entries, and the inclusion check
+//! (`S ≈p T` relaxed: an earlier partial program covers a later one).
+
 use super::determined::Visit;
 use super::index::Enumerator;
 use super::partial::{State, NONE};

@@ -1,3 +1,7 @@
+//! Dead tuple fields: how e-nodes read tuple fields, and the rule that no
+//! program builds a field nothing reads (on complete programs, and bounded
+//! from above on partial ones).
+
 use super::index::Enumerator;
 use super::partial::{State, NONE};
 use crate::analysis::EGraph;

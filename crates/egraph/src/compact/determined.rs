@@ -1,3 +1,6 @@
+//! Determined classes: open classes that every completion realizes with
+//! one key, found per state, and resolved at once by `early`.
+
 use super::canon::Scratch;
 use super::index::Enumerator;
 use super::kinds::Kind;

@@ -1,3 +1,7 @@
+//! Fixed and frontier-fixed classes: classes whose every realization has
+//! one key (or one outcome over its frontier), which `early` resolves with
+//! one option.
+
 use super::fixpoint::{agree, readers_of, shrink, sweep_to_fixpoint};
 use super::index::Enumerator;
 use super::kinds::Kind;

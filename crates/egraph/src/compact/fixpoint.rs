@@ -1,3 +1,7 @@
+//! Fixed points over the classes of an e-graph (which may have cycles):
+//! readers, sweeps that re-evaluate only what changed, and agreement of
+//! options.
+
 /// Record what option `j` of a class gives in a bottom-up pass where every
 /// realizable option must agree: the first is kept (and picked), a
 /// different one marks the class `bad`. True when anything changed.

@@ -1,3 +1,6 @@
+//! How an e-node enters the canonical form ([`Kind`]), pointwise ops, and
+//! types without parallel state as text.
+
 use crate::analysis::EGraph;
 use crate::convert::node_attrs;
 use efir_ir::AxisState;

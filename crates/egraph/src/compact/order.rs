@@ -1,3 +1,7 @@
+//! The order of options: the classes that hold values, each one's options
+//! cheapest first (by the greedy extractor's cost with a penalty for long
+//! unsplit reductions).
+
 use crate::analysis::Data;
 use crate::analysis::EGraph;
 use crate::convert::{node_attrs, node_operands};

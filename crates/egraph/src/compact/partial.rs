@@ -1,3 +1,7 @@
+//! Partial programs: a choice per class, the holes, the organization of
+//! each value; choosing an option, one-option holes, cycles and the
+//! one-organization rule.
+
 use super::index::Enumerator;
 use super::record::Counts;
 use super::space::Mode;

@@ -1,3 +1,7 @@
+//! What an enumeration records and shares between its threads: the
+//! result, the record of classes and partial programs (in shards), the pool
+//! of work.
+
 use super::partial::State;
 use egg::{Id, SymbolLang};
 use rustc_hash::{FxHashMap, FxHashSet};

@@ -1,3 +1,7 @@
+//! The search: expanding a partial program, recording complete ones,
+//! pruning by the record (`early`), and the runs on one or more threads,
+//! with or without a sketch.
+
 use super::canon::Canon;
 use super::index::Enumerator;
 use super::limits::Limits;

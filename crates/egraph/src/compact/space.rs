@@ -1,3 +1,6 @@
+//! Modes and the candidate space: which e-nodes are options
+//! (`replicas`, `partitions`).
+
 use super::fixpoint::{readers_of, sweep_to_fixpoint};
 use crate::analysis::EGraph;
 use efir_ir::AxisState;

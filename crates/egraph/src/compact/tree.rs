@@ -1,3 +1,6 @@
+//! Counting the search tree of `mode=after` without running it (feature
+//! `after-tree`: for the compaction benchmark and its test, not the pass).
+
 use super::index::Enumerator;
 use super::partial::{State, NONE};
 use super::record::Counts;
