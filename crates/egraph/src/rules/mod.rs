@@ -167,6 +167,10 @@ impl Match<'_> {
 /// A right-hand side function: the alternatives to union with the match.
 pub type RhsFn = fn(&Match<'_>) -> Vec<Rhs>;
 
+/// A right-hand side function over one op, for rules generic over a list of
+/// ops (say the unary pointwise ops): it builds the op it is given.
+pub type OpRhsFn = fn(&Match<'_>, &'static str) -> Vec<Rhs>;
+
 /// A right-hand side function that names the e-class each right-hand side
 /// joins (for rules whose left-hand side has several roots: fusions).
 pub type TargetFn = fn(&Match<'_>) -> Vec<(Id, Rhs)>;
@@ -176,6 +180,8 @@ pub type TargetFn = fn(&Match<'_>) -> Vec<(Id, Rhs)>;
 pub enum Apply {
     /// Each right-hand side joins the matched e-class.
     Same(RhsFn),
+    /// The same, from a function over one op, with its op.
+    SameOp(OpRhsFn, &'static str),
     /// Each right-hand side joins the e-class it names.
     Targets(TargetFn),
 }
@@ -195,6 +201,10 @@ impl Applier<SymbolLang, TypeAnalysis> for TypedApplier {
     ) -> Vec<Id> {
         let alts: Vec<(Id, Rhs)> = match self.rhs {
             Apply::Same(f) => f(&Match { eg, class, subst })
+                .into_iter()
+                .map(|r| (class, r))
+                .collect(),
+            Apply::SameOp(f, op) => f(&Match { eg, class, subst }, op)
                 .into_iter()
                 .map(|r| (class, r))
                 .collect(),
@@ -236,6 +246,25 @@ pub fn rule(
         equation: equation.into(),
         lhs: lhs.into(),
         rhs: Apply::Same(rhs),
+    }
+}
+
+/// A rule of a family generic over ops: its right-hand sides are `rhs`'s
+/// for the op `op` (one function for every op of the list, no arm per op).
+pub fn op_rule(
+    family: &'static str,
+    name: impl Into<String>,
+    equation: impl Into<String>,
+    lhs: impl Into<String>,
+    rhs: OpRhsFn,
+    op: &'static str,
+) -> RuleDef {
+    RuleDef {
+        name: name.into(),
+        family,
+        equation: equation.into(),
+        lhs: lhs.into(),
+        rhs: Apply::SameOp(rhs, op),
     }
 }
 

@@ -3,8 +3,8 @@
 //! through its neighbours (the paper's section 4.3).
 
 use super::{
-    aligned_view, combine, has_axis, node, partition, replicate, rule, with_state, Match, Rhs,
-    RuleDef, BINARY, UNARY,
+    aligned_view, combine, has_axis, node, op_rule, partition, replicate, rule, with_state, Match,
+    OpRhsFn, Rhs, RuleDef, BINARY, UNARY,
 };
 use efir_ir::{AxisState, Type};
 
@@ -355,119 +355,62 @@ fn partition_get_reduce(m: &Match<'_>, tuple: bool) -> Vec<Rhs> {
 pub fn rules() -> Vec<RuleDef> {
     let f = "propagation";
     let mut v = Vec::new();
-    for op in UNARY {
+    for op in UNARY.iter().copied() {
         let short = &op[3..];
-        let rhs: super::RhsFn = match *op {
-            "ew.neg" => |m| partition_unary(m, "ew.neg"),
-            "ew.abs" => |m| partition_unary(m, "ew.abs"),
-            "ew.exp" => |m| partition_unary(m, "ew.exp"),
-            "ew.log" => |m| partition_unary(m, "ew.log"),
-            "ew.sqrt" => |m| partition_unary(m, "ew.sqrt"),
-            "ew.rsqrt" => |m| partition_unary(m, "ew.rsqrt"),
-            "ew.tanh" => |m| partition_unary(m, "ew.tanh"),
-            "ew.sigmoid" => |m| partition_unary(m, "ew.sigmoid"),
-            _ => |m| partition_unary(m, "ew.erf"),
-        };
-        v.push(rule(
+        v.push(op_rule(
             f,
             format!("prop.partition-through-{short}"),
             format!("part({short}(X), d) == {short}(part(X, d))"),
             format!("(par.partition ({op} ?x) ?d ?p)"),
-            rhs,
+            partition_unary,
+            op,
         ));
-        let rhs: super::RhsFn = match *op {
-            "ew.neg" => |m| combine_after_unary(m, "ew.neg"),
-            "ew.abs" => |m| combine_after_unary(m, "ew.abs"),
-            "ew.exp" => |m| combine_after_unary(m, "ew.exp"),
-            "ew.log" => |m| combine_after_unary(m, "ew.log"),
-            "ew.sqrt" => |m| combine_after_unary(m, "ew.sqrt"),
-            "ew.rsqrt" => |m| combine_after_unary(m, "ew.rsqrt"),
-            "ew.tanh" => |m| combine_after_unary(m, "ew.tanh"),
-            "ew.sigmoid" => |m| combine_after_unary(m, "ew.sigmoid"),
-            _ => |m| combine_after_unary(m, "ew.erf"),
-        };
-        v.push(rule(
+        v.push(op_rule(
             f,
             format!("prop.combine-after-{short}"),
             format!("{short}(combine(X, d)) == combine({short}(X), d)"),
             format!("({op} (par.combine ?x ?d ?p))"),
-            rhs,
+            combine_after_unary,
+            op,
         ));
     }
-    for op in BINARY {
+    for op in BINARY.iter().copied() {
         let short = &op[3..];
-        let (part, left, right, repl): (super::RhsFn, super::RhsFn, super::RhsFn, super::RhsFn) =
-            match *op {
-                "ew.add" => (
-                    |m| partition_binary(m, "ew.add", vec![]),
-                    |m| combine_after_binary(m, "ew.add", true),
-                    |m| combine_after_binary(m, "ew.add", false),
-                    |m| replicate_through(m, "ew.add", 2),
-                ),
-                "ew.sub" => (
-                    |m| partition_binary(m, "ew.sub", vec![]),
-                    |m| combine_after_binary(m, "ew.sub", true),
-                    |m| combine_after_binary(m, "ew.sub", false),
-                    |m| replicate_through(m, "ew.sub", 2),
-                ),
-                "ew.mul" => (
-                    |m| partition_binary(m, "ew.mul", vec![]),
-                    |m| combine_after_binary(m, "ew.mul", true),
-                    |m| combine_after_binary(m, "ew.mul", false),
-                    |m| replicate_through(m, "ew.mul", 2),
-                ),
-                "ew.div" => (
-                    |m| partition_binary(m, "ew.div", vec![]),
-                    |m| combine_after_binary(m, "ew.div", true),
-                    |m| combine_after_binary(m, "ew.div", false),
-                    |m| replicate_through(m, "ew.div", 2),
-                ),
-                "ew.max" => (
-                    |m| partition_binary(m, "ew.max", vec![]),
-                    |m| combine_after_binary(m, "ew.max", true),
-                    |m| combine_after_binary(m, "ew.max", false),
-                    |m| replicate_through(m, "ew.max", 2),
-                ),
-                "ew.min" => (
-                    |m| partition_binary(m, "ew.min", vec![]),
-                    |m| combine_after_binary(m, "ew.min", true),
-                    |m| combine_after_binary(m, "ew.min", false),
-                    |m| replicate_through(m, "ew.min", 2),
-                ),
-                _ => (
-                    |m| partition_binary(m, "ew.pow", vec![]),
-                    |m| combine_after_binary(m, "ew.pow", true),
-                    |m| combine_after_binary(m, "ew.pow", false),
-                    |m| replicate_through(m, "ew.pow", 2),
-                ),
-            };
-        v.push(rule(
+        let part: OpRhsFn = |m, op| partition_binary(m, op, vec![]);
+        let left: OpRhsFn = |m, op| combine_after_binary(m, op, true);
+        let right: OpRhsFn = |m, op| combine_after_binary(m, op, false);
+        let repl: OpRhsFn = |m, op| replicate_through(m, op, 2);
+        v.push(op_rule(
             f,
             format!("prop.partition-through-{short}"),
             format!("part({short}(A, B), d) == {short}(view(A), view(B))"),
             format!("(par.partition ({op} ?a ?b) ?d ?p)"),
             part,
+            op,
         ));
-        v.push(rule(
+        v.push(op_rule(
             f,
             format!("prop.combine-after-{short}-lhs"),
             format!("{short}(combine(X, d), B) == combine({short}(X, view(B)), d)"),
             format!("({op} (par.combine ?x ?d ?p) ?o)"),
             left,
+            op,
         ));
-        v.push(rule(
+        v.push(op_rule(
             f,
             format!("prop.combine-after-{short}-rhs"),
             format!("{short}(A, combine(X, d)) == combine({short}(view(A), X), d)"),
             format!("({op} ?o (par.combine ?x ?d ?p))"),
             right,
+            op,
         ));
-        v.push(rule(
+        v.push(op_rule(
             f,
             format!("prop.replicate-through-{short}"),
             format!("repl({short}(A, B)) == {short}(repl(A), repl(B))"),
             format!("(par.replicate ({op} ?a ?b) ?p)"),
             repl,
+            op,
         ));
     }
     v.push(rule(
