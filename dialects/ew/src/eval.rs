@@ -1,17 +1,29 @@
 //! Interpreter semantics of the `ew` ops: pointwise on local tiles with
 //! numpy broadcasting; results are rounded to their dtype by the evaluator.
 
-use efir_interp::kernels::{map1, map2, map3, nan_max, nan_min};
+use efir_interp::kernels::{map1, map2, map3};
 use efir_interp::{Local, LocalCtx, Semantics};
 
 type R = Result<Local, String>;
 
-fn un(a: &[Local], f: fn(f64) -> f64) -> R {
-    Ok(Local::Tile(map1(a[0].tile()?, f)))
-}
-
-fn bin(a: &[Local], f: fn(f64, f64) -> f64) -> R {
-    Ok(Local::Tile(map2(a[0].tile()?, a[1].tile()?, f)?))
+/// A pointwise op without attributes, element by element (with numpy
+/// broadcasting): its scalar function is the op table's (the one
+/// `--canonicalize` folds constants with), written once.
+fn pointwise(cx: &LocalCtx<'_>, a: &[Local]) -> R {
+    let fold = crate::OPS
+        .iter()
+        .find(|o| o.name == cx.op.name)
+        .and_then(|o| o.fold)
+        .ok_or_else(|| format!("`{}` has no scalar function", cx.op.name))?;
+    let attrs = &cx.op.attrs;
+    let tile = match a {
+        [x] => map1(x.tile()?, |x| fold(&[x], attrs).unwrap_or(f64::NAN)),
+        [x, y] => map2(x.tile()?, y.tile()?, |x, y| {
+            fold(&[x, y], attrs).unwrap_or(f64::NAN)
+        })?,
+        _ => return Err(format!("`{}` takes one or two operands", cx.op.name)),
+    };
+    Ok(Local::Tile(tile))
 }
 
 fn cmp(cx: &LocalCtx<'_>, a: &[Local]) -> R {
@@ -46,28 +58,23 @@ fn select(_: &LocalCtx<'_>, a: &[Local]) -> R {
 
 /// The semantics of every `ew` op.
 pub static SEMANTICS: &[(&str, Semantics)] = &[
-    ("ew.add", Semantics::Local(|_, a| bin(a, |x, y| x + y))),
-    ("ew.sub", Semantics::Local(|_, a| bin(a, |x, y| x - y))),
-    ("ew.mul", Semantics::Local(|_, a| bin(a, |x, y| x * y))),
-    ("ew.div", Semantics::Local(|_, a| bin(a, |x, y| x / y))),
-    ("ew.max", Semantics::Local(|_, a| bin(a, nan_max))),
-    ("ew.min", Semantics::Local(|_, a| bin(a, nan_min))),
-    ("ew.pow", Semantics::Local(|_, a| bin(a, f64::powf))),
-    ("ew.neg", Semantics::Local(|_, a| un(a, |x| -x))),
-    ("ew.abs", Semantics::Local(|_, a| un(a, f64::abs))),
-    ("ew.exp", Semantics::Local(|_, a| un(a, f64::exp))),
-    ("ew.log", Semantics::Local(|_, a| un(a, f64::ln))),
-    ("ew.sqrt", Semantics::Local(|_, a| un(a, f64::sqrt))),
-    (
-        "ew.rsqrt",
-        Semantics::Local(|_, a| un(a, |x| 1.0 / x.sqrt())),
-    ),
-    ("ew.tanh", Semantics::Local(|_, a| un(a, f64::tanh))),
-    (
-        "ew.sigmoid",
-        Semantics::Local(|_, a| un(a, |x| 1.0 / (1.0 + (-x).exp()))),
-    ),
-    ("ew.erf", Semantics::Local(|_, a| un(a, libm::erf))),
+    // The pointwise ops' scalar functions are their `fold`s in the op table.
+    ("ew.add", Semantics::Local(pointwise)),
+    ("ew.sub", Semantics::Local(pointwise)),
+    ("ew.mul", Semantics::Local(pointwise)),
+    ("ew.div", Semantics::Local(pointwise)),
+    ("ew.max", Semantics::Local(pointwise)),
+    ("ew.min", Semantics::Local(pointwise)),
+    ("ew.pow", Semantics::Local(pointwise)),
+    ("ew.neg", Semantics::Local(pointwise)),
+    ("ew.abs", Semantics::Local(pointwise)),
+    ("ew.exp", Semantics::Local(pointwise)),
+    ("ew.log", Semantics::Local(pointwise)),
+    ("ew.sqrt", Semantics::Local(pointwise)),
+    ("ew.rsqrt", Semantics::Local(pointwise)),
+    ("ew.tanh", Semantics::Local(pointwise)),
+    ("ew.sigmoid", Semantics::Local(pointwise)),
+    ("ew.erf", Semantics::Local(pointwise)),
     ("ew.select", Semantics::Local(select)),
     ("ew.cmp", Semantics::Local(cmp)),
     // The evaluator rounds to the declared dtype (truncating for integers).

@@ -43,6 +43,23 @@ macro_rules! op {
     };
 }
 
+/// The pointwise ops of `n` operands that take no attributes and infer
+/// their result type (not `ew.cast`, which declares it), in the table's
+/// order: the ops that rules generic over pointwise ops (say propagation
+/// through views) apply to. A new such op gets those rules from its entry
+/// in the table.
+pub fn pointwise_ops(n: usize) -> impl Iterator<Item = &'static str> {
+    OPS.iter()
+        .filter(move |o| {
+            o.operands == Arity::Exact(n)
+                && o.attrs.is_empty()
+                && o.positional.is_empty()
+                && !o.extra_attrs
+                && !o.result_from_declared
+        })
+        .map(|o| o.name)
+}
+
 const OPS: &[OpDef] = &[
     op!(
         "ew.add",
@@ -322,4 +339,34 @@ fn infer_cast(cx: &InferCtx<'_>) -> Result<Type, Diag> {
         shape: t.shape.clone(),
         state,
     }))
+}
+
+#[cfg(test)]
+mod pointwise_tests {
+    use super::pointwise_ops;
+
+    #[test]
+    fn pointwise_ops_are_the_attribute_free_ops_of_their_arity() {
+        let unary: Vec<_> = pointwise_ops(1).collect();
+        let binary: Vec<_> = pointwise_ops(2).collect();
+        assert_eq!(
+            unary,
+            [
+                "ew.neg",
+                "ew.abs",
+                "ew.exp",
+                "ew.log",
+                "ew.sqrt",
+                "ew.rsqrt",
+                "ew.tanh",
+                "ew.sigmoid",
+                "ew.erf"
+            ]
+        );
+        assert_eq!(
+            binary,
+            ["ew.add", "ew.sub", "ew.mul", "ew.div", "ew.max", "ew.min", "ew.pow"]
+        );
+        // (`ew.cast` declares its result, `ew.cmp` takes a predicate.)
+    }
 }

@@ -307,24 +307,6 @@ impl RuleDef {
     }
 }
 
-/// The unary pointwise ops (one operand, no attributes).
-pub const UNARY: &[&str] = &[
-    "ew.neg",
-    "ew.abs",
-    "ew.exp",
-    "ew.log",
-    "ew.sqrt",
-    "ew.rsqrt",
-    "ew.tanh",
-    "ew.sigmoid",
-    "ew.erf",
-];
-
-/// The binary pointwise ops (two operands, no attributes).
-pub const BINARY: &[&str] = &[
-    "ew.add", "ew.sub", "ew.mul", "ew.div", "ew.max", "ew.min", "ew.pow",
-];
-
 /// The view of `x` (of type `t`) for coordinates of axis `p` slicing dim
 /// `d` of a rank-`rank` result of extent `shape[d]`: a partition of the
 /// aligned dim, or a replicate where `x` is broadcast along it; `None` when

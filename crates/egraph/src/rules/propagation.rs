@@ -4,7 +4,7 @@
 
 use super::{
     aligned_view, combine, has_axis, node, op_rule, partition, replicate, rule, with_state, Match,
-    OpRhsFn, Rhs, RuleDef, BINARY, UNARY,
+    OpRhsFn, Rhs, RuleDef,
 };
 use efir_ir::{AxisState, Type};
 
@@ -355,7 +355,8 @@ fn partition_get_reduce(m: &Match<'_>, tuple: bool) -> Vec<Rhs> {
 pub fn rules() -> Vec<RuleDef> {
     let f = "propagation";
     let mut v = Vec::new();
-    for op in UNARY.iter().copied() {
+    // (The pointwise ops come from the `ew` op table.)
+    for op in efir_dialect_ew::pointwise_ops(1) {
         let short = &op[3..];
         v.push(op_rule(
             f,
@@ -374,7 +375,7 @@ pub fn rules() -> Vec<RuleDef> {
             op,
         ));
     }
-    for op in BINARY.iter().copied() {
+    for op in efir_dialect_ew::pointwise_ops(2) {
         let short = &op[3..];
         let part: OpRhsFn = |m, op| partition_binary(m, op, vec![]);
         let left: OpRhsFn = |m, op| combine_after_binary(m, op, true);
