@@ -74,6 +74,27 @@ impl Determined {
         }
     }
 
+    /// Keep buffers for later visits (their contents are dead).
+    fn recycle(&mut self, words: Vec<u64>, effects: Vec<(u32, u32)>, keys: Vec<u32>) {
+        self.spare_words.push(words);
+        self.spare_effects.push(effects);
+        self.spare_keys.push(keys);
+    }
+
+    /// [`Determined::recycle`] for buffers that were taken for a
+    /// realization and may have been moved into it (empty then).
+    fn recycle_unused(&mut self, words: Vec<u64>, effects: Vec<(u32, u32)>, keys: Vec<u32>) {
+        if words.capacity() > 0 {
+            self.spare_words.push(words);
+        }
+        if effects.capacity() > 0 {
+            self.spare_effects.push(effects);
+        }
+        if keys.capacity() > 0 {
+            self.spare_keys.push(keys);
+        }
+    }
+
     /// The realization of the open class `c` (determined, or being used
     /// by the class that asked).
     pub(super) fn of(&self, c: usize) -> &Realization {
@@ -114,6 +135,34 @@ impl<'a> Enumerator<'a> {
         self.determine_at(s, sc, d, c, 0).is_some()
     }
 
+    /// Whether two options of class `c` that `s` allows key with different
+    /// labels: then they never agree (a shortcut of
+    /// [`Enumerator::determine_at`]: it misses a class that only skipping
+    /// an option on a cycle would make determined).
+    fn heads_differ(&self, s: &State, c: u32) -> bool {
+        let ci = c as usize;
+        let mut head: Option<u32> = None;
+        for j in self.choices(Mode::Early, c) {
+            let l = match self.kind[ci][j] {
+                Kind::Pointwise(l) | Kind::Op(l) | Kind::Materialize(l) => l,
+                Kind::View | Kind::Loop(_) => continue,
+            };
+            if !self.allowed(s, c, j) {
+                continue;
+            }
+            // (A matmul or reduction its kernel stores is keyed as a
+            // materialization, like the op in tiles combined into a
+            // buffer: its key starts with the materialization's label.)
+            let h = self.stores[ci][j].unwrap_or(l);
+            match head {
+                None => head = Some(h),
+                Some(h0) if h0 == h => {}
+                Some(_) => return true,
+            }
+        }
+        false
+    }
+
     /// [`Enumerator::determine`] for a class `depth` calls deep: `None`
     /// when not determined; otherwise the least depth of a class being
     /// visited that an option of it or of a class it reads was skipped for
@@ -136,30 +185,9 @@ impl<'a> Enumerator<'a> {
         }
         d.budget = d.budget.checked_sub(1)?;
         let v = self.value[ci] as usize;
-        // Two options whose keys start with different labels never agree
-        // (a shortcut: it misses a class that only skipping an option on a
-        // cycle would make determined).
-        let mut head: Option<u32> = None;
-        for j in self.choices(Mode::Early, c) {
-            let l = match self.kind[ci][j] {
-                Kind::Pointwise(l) | Kind::Op(l) | Kind::Materialize(l) => l,
-                Kind::View | Kind::Loop(_) => continue,
-            };
-            if !self.allowed(s, c, j) {
-                continue;
-            }
-            // (A matmul or reduction its kernel stores is keyed as a
-            // materialization, like the op in tiles combined into a
-            // buffer: its key starts with the materialization's label.)
-            let h = self.stores[ci][j].unwrap_or(l);
-            match head {
-                None => head = Some(h),
-                Some(h0) if h0 == h => {}
-                Some(_) => {
-                    d.mark[ci] = Visit::Undetermined;
-                    return None;
-                }
-            }
+        if self.heads_differ(s, c) {
+            d.mark[ci] = Visit::Undetermined;
+            return None;
         }
         d.mark[ci] = Visit::Visiting;
         d.depth[ci] = depth;
@@ -313,18 +341,9 @@ impl<'a> Enumerator<'a> {
                 }
             }
         }
-        d.spare_words.push(reach);
-        d.spare_effects.push(eff);
-        d.spare_keys.push(inputs);
-        if spare.0.capacity() > 0 {
-            d.spare_words.push(spare.0);
-        }
-        if spare.1.capacity() > 0 {
-            d.spare_effects.push(spare.1);
-        }
-        if spare.2.capacity() > 0 {
-            d.spare_keys.push(spare.2);
-        }
+        d.recycle(reach, eff, inputs);
+        let (words, effects, keys) = spare;
+        d.recycle_unused(words, effects, keys);
         let Some(found) = found.filter(|_| ok) else {
             // (Not determined, whatever is above: its options disagree or
             // read a class that is not determined.)
