@@ -21,6 +21,7 @@ or `workdir=` is given.
 import ast
 import builtins
 import collections
+import collections.abc
 import hashlib
 import itertools
 import linecache
@@ -256,6 +257,29 @@ def _accepted():
     return ", ".join(str(d).removeprefix("torch.") for d in DTYPES)
 
 
+def _check_arguments(inputs, config):
+    """`compile`'s arguments that would otherwise fail only when the
+    compiled function is called: every example input a tensor (else
+    CompileError), `config` None or a dict of schedule parameters, names to
+    positive integers (else TypeError or ValueError)."""
+    for i, x in enumerate(inputs):
+        if not isinstance(x, torch.Tensor):
+            raise CompileError(f"import failed: example input {i} ({type(x).__name__}) is not a torch.Tensor: efir compiles functions of tensors (bind other arguments first, e.g. with functools.partial)")
+    if config is None:
+        return
+    if not isinstance(config, collections.abc.Mapping):
+        raise TypeError(f"config must be a dict of schedule parameters such as {{'num_warps': 4}}, got a {type(config).__name__}")
+    for k, v in config.items():
+        if not isinstance(k, str):
+            raise TypeError(f"config keys are schedule parameter names (str), got {k!r}")
+        try:
+            ok = not isinstance(v, bool) and operator.index(v) >= 1
+        except TypeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"config[{k!r}] must be a positive integer, got {v!r}")
+
+
 def _check_dtypes(module, inputs):
     """Refuse tensors of a dtype efir has no type for, naming it (before
     the export, which would take long for nothing)."""
@@ -386,10 +410,15 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
     `.workdir`."""
     module = fn_or_module if isinstance(fn_or_module, torch.nn.Module) else as_module(fn_or_module)
     inputs = tuple(example_inputs)
+    _check_arguments(inputs, config)
     _check_dtypes(module, inputs)
     keep = keep_workdir or workdir is not None
-    work = pathlib.Path(workdir or tempfile.mkdtemp(prefix="efir-"))
-    work.mkdir(parents=True, exist_ok=True)
+    try:
+        work = pathlib.Path(workdir or tempfile.mkdtemp(prefix="efir-"))
+        work.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        why = "it is not a folder" if isinstance(e, FileExistsError) else e.strerror or e
+        raise CompileError(f"cannot use `{workdir}` as the work folder: {why}") from None
     diags, stages = [], {}
     nat = native()
     tools = _Stages(work, nat, diags)

@@ -521,6 +521,22 @@ def _sh(*args):
     return r.stdout
 
 
+MAX_INPUT_BYTES = 256 << 20  # as the efir tools (crates/driver: MAX_INPUT_BYTES)
+
+
+def read_input(path):
+    """The UTF-8 text of file `path`, at most MAX_INPUT_BYTES (an endless
+    device such as /dev/zero is refused, not read into memory)."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise TuneError(f"`{path}` is larger than {MAX_INPUT_BYTES >> 20} MiB, the most an efir tool reads")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TuneError(f"`{path}` is not UTF-8 text (invalid byte at offset {e.start})") from None
+
+
 def canonical(text, filename="<string>"):
     """The file's text as efir prints it (so that equal programs have equal
     keys)."""
@@ -706,7 +722,7 @@ def tune_file(path, out, budget_s=60.0, top=4, timer=None, cache=None, progress=
     import torch
 
     path, out = pathlib.Path(path), pathlib.Path(out)
-    text = canonical(path.read_text(), str(path))
+    text = canonical(read_input(path), str(path))
     env = environment()
     key = cache_key(text, env, top)
     own = cache is None

@@ -1,0 +1,177 @@
+"""`python -m efir` on bad arguments (issue 30's adversarial findings): each
+ends with exit status 1 (an error in the input) or 2 (usage) and one
+`error: ...` line on stderr, never a traceback, and an output that cannot be
+written is an error. Also `efir.compile`'s up-front argument checks.
+
+Starting Python and importing torch takes seconds, so the command lines run
+in one helper process that imports efir once and forks a child per command
+line; the child runs `efir/__main__.py` as `python -m efir` does (runpy),
+with its own working folder, environment, argv and stdout (a file, a closed
+pipe or /dev/full), and ends as the interpreter would (a failed flush of
+stdout at exit prints a traceback, exit status 120). One command line also
+runs as a real `python -m efir` process.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+ENV = dict(os.environ, PYTHONPATH=str(ROOT / "python"), EFIR_NO_NATIVE="1")
+
+USER = textwrap.dedent(
+    """
+    import torch
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = torch.nn.Linear(8, 4)
+        def forward(self, x):
+            return torch.relu(self.l(x))
+    def fn(x, y):
+        return x * y + 1
+    def boom(x):
+        raise RuntimeError("user code fails")
+    class Needs(torch.nn.Module):
+        def __init__(self, n):
+            super().__init__()
+    value = 3
+    """
+)
+
+HARNESS = r"""
+import json, os, runpy, sys, traceback
+import efir, efir.tune  # imported once, before the forks
+cases = json.load(open(sys.argv[1]))
+results = []
+for c in cases:
+    d = c["dir"]
+    sys.stdout.flush(); sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.chdir(d)
+        for k, v in c["env"].items():
+            os.environ[k] = v
+        err = os.open(os.path.join(d, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(err, 2)
+        if c["stdout"] == "closed":
+            r, w = os.pipe(); os.close(r); os.dup2(w, 1)
+        elif c["stdout"] == "full":
+            os.dup2(os.open("/dev/full", os.O_WRONLY), 1)
+        else:
+            os.dup2(os.open(os.path.join(d, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
+        sys.argv = ["efir"] + c["argv"]
+        code = 0
+        try:
+            runpy.run_module("efir", run_name="__main__", alter_sys=True)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:
+            traceback.print_exc(); code = 1
+        try:  # as the interpreter does at exit
+            sys.stdout.flush()
+        except BaseException:
+            traceback.print_exc(); code = 120
+        sys.stderr.flush()
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    results.append(os.waitstatus_to_exitcode(status))
+json.dump(results, open(sys.argv[2], "w"))
+"""
+
+# (name, argv, environment, stdout, exit status, a fragment of the message)
+CASES = [
+    ("missing-file", ["import", "nope.py:M"], {}, "file", 1, "`nope.py`: it does not exist"),
+    ("directory", ["import", ".:M"], {}, "file", 1, "is not a file"),
+    ("no-name", ["import", "m.py"], {}, "file", 2, "expected FILE.py:NAME"),
+    ("not-python", ["import", "m.efir:M"], {}, "file", 2, "not a .py file"),
+    ("missing-name", ["import", "m.py:Nope"], {}, "file", 1, "has no `Nope`"),
+    ("not-callable", ["import", "m.py:value", "--example-shapes", "2"], {}, "file", 1, "`value` (int) is not"),
+    ("raises-on-import", ["import", "raises.py:M"], {}, "file", 1, "RuntimeError: at import"),
+    ("syntax-error", ["import", "bad.py:M", "--example-shapes", "2x8"], {}, "file", 1, "bad.py:1: invalid syntax"),
+    ("needs-args", ["import", "m.py:Needs"], {}, "file", 1, "cannot construct `Needs` without arguments"),
+    ("shape-junk", ["import", "m.py:M", "--example-shapes", "axb:f32"], {}, "file", 2, "expected dimensions"),
+    ("shape-negative", ["import", "m.py:M", "--example-shapes=-1x8"], {}, "file", 2, "expected dimensions"),
+    ("dtype", ["import", "m.py:M", "--example-shapes", "2x8:f64"], {}, "file", 2, "unknown dtype `f64`"),
+    ("shape-huge", ["import", "m.py:M", "--example-shapes", "99999999999x99999999999"], {}, "file", 1, "more than the 4 GiB"),
+    ("too-few-shapes", ["import", "m.py:fn", "--example-shapes", "2x8"], {}, "file", 1, "missing a required argument: 'y'"),
+    ("wrong-shape", ["import", "m.py:M", "--example-shapes", "2x7"], {}, "file", 1, "export failed"),
+    ("user-raises", ["import", "m.py:boom", "--example-shapes", "2x8"], {}, "file", 1, "user code fails"),
+    ("o-dir", ["import", "m.py:M", "--example-shapes", "2x8", "-o", "."], {}, "file", 1, "cannot write `.`"),
+    ("o-dev-full", ["import", "m.py:M", "--example-shapes", "2x8", "-o", "/dev/full"], {}, "file", 1, "cannot write `/dev/full`"),
+    ("stdout-closed", ["import", "m.py:M", "--example-shapes", "2x8"], {}, "closed", 1, "cannot write to stdout"),
+    ("stdout-full", ["cache", "list"], {"EFIR_CACHE_DIR": "cache"}, "full", 1, "cannot write to stdout"),
+    ("budget-env-junk", ["tune", "c.efir", "-o", "t.efir"], {"EFIR_TUNE_BUDGET": "abc"}, "file", 2, "EFIR_TUNE_BUDGET must be a number"),
+    ("budget-env-nan", ["tune", "c.efir", "-o", "t.efir"], {"EFIR_TUNE_BUDGET": "nan"}, "file", 2, "EFIR_TUNE_BUDGET must be a positive"),
+    ("budget-nan", ["tune", "c.efir", "-o", "t.efir", "--budget", "nan"], {}, "file", 2, "--budget must be a positive"),
+    ("top-0", ["tune", "c.efir", "-o", "t.efir", "--top", "0"], {}, "file", 2, "--top must be at least 1"),
+    ("tune-dev-zero", ["tune", "/dev/zero", "-o", "t.efir"], {}, "file", 1, "larger than 256 MiB"),
+    ("tune-binary", ["tune", "bin.efir", "-o", "t.efir"], {}, "file", 1, "not UTF-8 text"),
+    ("cache-list-dir-file", ["cache", "list"], {"EFIR_CACHE_DIR": "/dev/null"}, "file", 1, "`/dev/null` is not a folder"),
+    ("cache-clear-dir-file", ["cache", "clear"], {"EFIR_CACHE_DIR": "/dev/null"}, "file", 1, "`/dev/null` is not a folder"),
+]
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    base = tmp_path_factory.mktemp("cli")
+    cases = []
+    for name, argv, env, stdout, _, _ in CASES:
+        d = base / name
+        d.mkdir()
+        (d / "m.py").write_text(USER)
+        (d / "m.efir").write_text("func @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n  return %x : tensor<4xf32>\n}\n")
+        (d / "bad.py").write_text("def (:\n")
+        (d / "raises.py").write_text("raise RuntimeError('at import')\n")
+        (d / "bin.efir").write_bytes(b"\xff\xfe\x00func")
+        cases.append({"dir": str(d), "argv": argv, "env": env, "stdout": stdout})
+    (base / "cases.json").write_text(json.dumps(cases))
+    r = subprocess.run([sys.executable, "-c", HARNESS, str(base / "cases.json"), str(base / "rc.json")], env=ENV, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rcs = json.loads((base / "rc.json").read_text())
+    return {c[0]: (rc, (base / c[0] / "stderr").read_text()) for c, rc in zip(CASES, rcs)}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_command_line(outcomes, case):
+    name, _, _, _, want_rc, fragment = case
+    rc, err = outcomes[name]
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == want_rc, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert fragment in lines[0], err
+
+
+def test_output_to_full_disk_fails(tmp_path):
+    """A real `python -m efir` process: stdout on /dev/full is an error."""
+    (tmp_path / "m.py").write_text(USER)
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "efir", "import", "m.py:M", "--example-shapes", "2x8"], cwd=tmp_path, env=ENV, stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip() == "error: cannot write to stdout: No space left on device"
+
+
+def test_compile_checks_arguments_up_front(tmp_path):
+    """Refused before the export, not when the compiled function is called."""
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(ROOT / "python"))
+    import efir
+
+    m, x = torch.nn.Linear(8, 4), torch.randn(2, 8)
+    with pytest.raises(efir.CompileError, match="`/dev/null` as the work folder: it is not a folder"):
+        efir.compile(m, (x,), quiet=True, workdir="/dev/null")
+    (tmp_path / "f").write_text("")
+    with pytest.raises(efir.CompileError, match="as the work folder: Not a directory"):
+        efir.compile(m, (x,), quiet=True, workdir=tmp_path / "f" / "x")
+    with pytest.raises(TypeError, match="config must be a dict"):
+        efir.compile(m, (x,), quiet=True, config="fast")
+    with pytest.raises(ValueError, match=r"config\['BLOCK_x'\] must be a positive integer"):
+        efir.compile(m, (x,), quiet=True, config={"BLOCK_x": -1})
+    with pytest.raises(efir.CompileError, match=r"example input 1 \(int\) is not a torch.Tensor"):
+        efir.compile(lambda a, k: a * k, (x, 3), quiet=True)
