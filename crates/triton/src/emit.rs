@@ -1010,6 +1010,9 @@ fn buf_host(f: &efir_ir::Func, v: ValueId, i: usize) -> String {
 struct EmittedKernel {
     name: String,
     text: String,
+    /// The schedule constants the kernel takes, as launch arguments
+    /// (`BLOCK_a=block_a`, ...).
+    consts: Vec<String>,
     buffers: Vec<(ValueId, usize)>,
     work: Vec<Work>,
     grid: Vec<String>,
@@ -1112,13 +1115,24 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
         }
     }
     let name = format!("_k{}_{}", k.index, py_ident(&f.value(k.root).name));
+    let body = fuse::dead_code(fuse::optimize(std::mem::take(&mut e.scopes[0].lines)));
+    // Only the schedule constants the body reads are parameters, so that a
+    // block of one kernel does not recompile the others.
+    let words: std::collections::HashSet<&str> = body
+        .iter()
+        .flat_map(|l| l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+        .collect();
     let mut params: Vec<String> = buffers.iter().map(|(v, i)| buf_param(f, *v, *i)).collect();
+    let mut consts = Vec::new();
     for a in p.axes.keys() {
         let id = py_ident(a);
-        params.push(format!("BLOCK_{id}: tl.constexpr"));
-        params.push(format!("NT_{id}: tl.constexpr"));
-        params.push(format!("NTP_{id}: tl.constexpr"));
-        params.push(format!("EVEN_{id}: tl.constexpr"));
+        for c in ["BLOCK", "NT", "NTP", "EVEN"] {
+            let name = format!("{c}_{id}");
+            if words.contains(name.as_str()) {
+                params.push(format!("{name}: tl.constexpr"));
+                consts.push(format!("{name}={}_{id}", c.to_lowercase()));
+            }
+        }
     }
     let mut text = String::new();
     let grid: Vec<String> = k.grid.iter().map(|(a, _)| format!("@{a}")).collect();
@@ -1131,12 +1145,13 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
         root_ty,
         grid.join(", ")
     );
-    for l in fuse::dead_code(fuse::optimize(std::mem::take(&mut e.scopes[0].lines))) {
+    for l in body {
         let _ = writeln!(text, "    {l}");
     }
     Ok(EmittedKernel {
         name,
         text,
+        consts,
         buffers,
         work: e.work,
         grid: k.grid.iter().map(|(a, _)| a.clone()).collect(),
@@ -1202,6 +1217,26 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
     let list = |xs: &[u32]| xs.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
     space.push(format!("    \"num_warps\": [{}],", list(&crate::WARPS)));
     space.push(format!("    \"num_stages\": [{}],", list(&crate::STAGES)));
+    // A program of several kernels: each kernel's warps and stages may
+    // differ from the program's (absent from a configuration: the program's).
+    if p.kernels.len() > 1 {
+        for i in 0..p.kernels.len() {
+            if let Some(w) = p.kernel_warps.get(i).copied().flatten() {
+                defaults.push(format!("    \"num_warps_k{i}\": {w},"));
+            }
+            if let Some(s) = p.kernel_stages.get(i).copied().flatten() {
+                defaults.push(format!("    \"num_stages_k{i}\": {s},"));
+            }
+            space.push(format!(
+                "    \"num_warps_k{i}\": [{}],",
+                list(&crate::WARPS)
+            ));
+            space.push(format!(
+                "    \"num_stages_k{i}\": [{}],",
+                list(&crate::STAGES)
+            ));
+        }
+    }
     let _ = writeln!(out, "DEFAULT_CONFIG = {{\n{}\n}}", defaults.join("\n"));
     let _ = writeln!(out);
     let _ = writeln!(out, "CONFIG_SPACE = {{\n{}\n}}", space.join("\n"));
@@ -1278,19 +1313,6 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
         let _ = writeln!(out, "    ntp_{id} = triton.next_power_of_2(nt_{id})");
         let _ = writeln!(out, "    even_{id} = {ext} % block_{id} == 0");
     }
-    let consts: Vec<String> = p
-        .axes
-        .keys()
-        .flat_map(|a| {
-            let id = py_ident(a);
-            [
-                format!("BLOCK_{id}=block_{id}"),
-                format!("NT_{id}=nt_{id}"),
-                format!("NTP_{id}=ntp_{id}"),
-                format!("EVEN_{id}=even_{id}"),
-            ]
-        })
-        .collect();
     for (k, ek) in p.kernels.iter().zip(&ks) {
         for (i, l) in f.ty(k.root).leaves().iter().enumerate() {
             let dims: Vec<String> = l.shape.iter().map(|d| Extent::of(d).host()).collect();
@@ -1318,9 +1340,19 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
             .iter()
             .map(|(v, i)| buf_host(f, *v, *i))
             .collect();
-        args.extend(consts.iter().cloned());
-        args.push("num_warps=cfg[\"num_warps\"]".into());
-        args.push("num_stages=cfg[\"num_stages\"]".into());
+        args.extend(ek.consts.iter().cloned());
+        if p.kernels.len() > 1 {
+            let i = k.index;
+            args.push(format!(
+                "num_warps=cfg.get(\"num_warps_k{i}\", cfg[\"num_warps\"])"
+            ));
+            args.push(format!(
+                "num_stages=cfg.get(\"num_stages_k{i}\", cfg[\"num_stages\"])"
+            ));
+        } else {
+            args.push("num_warps=cfg[\"num_warps\"]".into());
+            args.push("num_stages=cfg[\"num_stages\"]".into());
+        }
         let _ = writeln!(out, "    {}[({grid},)]({})", ek.name, args.join(", "));
     }
     let rets: Vec<String> = f

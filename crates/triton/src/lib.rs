@@ -181,6 +181,12 @@ pub struct Plan<'a> {
     pub warps: u32,
     /// See `warps`.
     pub stages: u32,
+    /// Per kernel (launch order), `num_warps` and `num_stages` that override
+    /// the program's (`num_warps_k<i>`, `num_stages_k<i>` of a configuration,
+    /// offered where a program has more than one kernel).
+    pub kernel_warps: Vec<Option<u32>>,
+    /// See `kernel_warps`.
+    pub kernel_stages: Vec<Option<u32>>,
 }
 
 /// The legal `num_warps` values of a configuration.
@@ -209,6 +215,27 @@ fn apply_schedule(p: &mut Plan<'_>) -> Result<(), String> {
         let n: u64 = v
             .parse()
             .map_err(|_| format!("schedule entry `{part}`: `{v}` is not a positive integer"))?;
+        // `num_warps_k<i>` / `num_stages_k<i>`: one kernel's, where there
+        // are several.
+        let per_kernel = k
+            .strip_prefix("num_warps_k")
+            .map(|i| (true, i))
+            .or_else(|| k.strip_prefix("num_stages_k").map(|i| (false, i)))
+            .and_then(|(w, i)| Some((w, i.parse::<usize>().ok()?)))
+            .filter(|(_, i)| *i < p.kernels.len() && p.kernels.len() > 1);
+        if let Some((w, i)) = per_kernel {
+            let legal: &[u32] = if w { &WARPS } else { &STAGES };
+            let n = u32::try_from(n)
+                .ok()
+                .filter(|n| legal.contains(n))
+                .ok_or_else(|| format!("schedule entry `{part}`: {k} must be one of {legal:?}"))?;
+            if w {
+                p.kernel_warps[i] = Some(n);
+            } else {
+                p.kernel_stages[i] = Some(n);
+            }
+            continue;
+        }
         match k {
             "num_warps" | "num_stages" => {
                 let (legal, slot): (&[u32], &mut u32) = if k == "num_warps" {
@@ -226,7 +253,7 @@ fn apply_schedule(p: &mut Plan<'_>) -> Result<(), String> {
             }
             _ => {
                 let id = k.strip_prefix("BLOCK_").ok_or_else(|| {
-                    format!("schedule entry `{part}`: unknown parameter `{k}` (BLOCK_<axis>, num_warps, num_stages)")
+                    format!("schedule entry `{part}`: unknown parameter `{k}` (BLOCK_<axis>, num_warps, num_stages, num_warps_k<i>, num_stages_k<i> of a program with several kernels)")
                 })?;
                 let info = p
                     .axes
@@ -511,7 +538,11 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
         axes,
         warps: 4,
         stages: 2,
+        kernel_warps: Vec::new(),
+        kernel_stages: Vec::new(),
     };
+    p.kernel_warps = vec![None; p.kernels.len()];
+    p.kernel_stages = vec![None; p.kernels.len()];
     apply_schedule(&mut p)?;
     Ok(p)
 }
