@@ -299,6 +299,13 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
     base
 }
 
+/// The plan without the fused row statistics of [`plan`]: every reduction
+/// read at another shape is a buffer of its own. Compaction's `kernels`
+/// attribute counts this plan's kernels; [`plan`] has at most as many.
+pub fn base_plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
+    plan_with(module, f, false)
+}
+
 fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Plan<'a>, String> {
     let n = f.values.len();
     let mut def = vec![None; n];
