@@ -110,9 +110,7 @@ pub fn run_case(
     }
 }
 
-/// The largest input a tool reads (256 MiB): beyond it (or from an endless
-/// device such as `/dev/zero`) reading stops with an error.
-pub const MAX_INPUT_BYTES: u64 = 256 << 20;
+pub use efir_ir::input::{read_limited, MAX_INPUT_BYTES};
 
 /// The name and text of a tool's input: a file, or stdin for `-`; at most
 /// [`MAX_INPUT_BYTES`], and UTF-8.
@@ -124,28 +122,6 @@ pub fn read_source(input: &str) -> Result<(String, String), String> {
     let f = std::fs::File::open(input).map_err(|e| format!("cannot read `{input}`: {e}"))?;
     let s = read_limited(f, &format!("`{input}`"))?;
     Ok((input.to_string(), s))
-}
-
-/// Read at most [`MAX_INPUT_BYTES`] of UTF-8 text from `r` (`what` names
-/// it in errors).
-pub fn read_limited(r: impl std::io::Read, what: &str) -> Result<String, String> {
-    use std::io::Read;
-    let mut buf = Vec::new();
-    r.take(MAX_INPUT_BYTES + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| format!("cannot read {what}: {e}"))?;
-    if buf.len() as u64 > MAX_INPUT_BYTES {
-        return Err(format!(
-            "{what} is larger than {} MiB, the most an efir tool reads",
-            MAX_INPUT_BYTES >> 20
-        ));
-    }
-    String::from_utf8(buf).map_err(|e| {
-        format!(
-            "{what} is not UTF-8 text (invalid byte at offset {})",
-            e.utf8_error().valid_up_to()
-        )
-    })
 }
 
 /// Write `text` to stdout and flush it. A closed pipe (`efir-opt f | head`)

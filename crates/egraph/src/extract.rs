@@ -156,8 +156,10 @@ impl Pass for Extract {
             let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
             let mut g = graph_in(f, sigs.clone()).map_err(|e| fail(cx, e))?;
             let body = if let Some(path) = &self.target {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| fail(cx, format!("cannot read `{path}`: {e}")))?;
+                let text = std::fs::File::open(path)
+                    .map_err(|e| format!("cannot read `{path}`: {e}"))
+                    .and_then(|r| efir_ir::input::read_limited(r, &format!("`{path}`")))
+                    .map_err(|e| fail(cx, e))?;
                 let (tm, d) = efir_ir::parse_and_verify(&text, cx.registry);
                 if let Some(d) = d.first() {
                     return Err(fail(

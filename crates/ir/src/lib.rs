@@ -11,6 +11,7 @@
 
 pub mod attr;
 pub mod dialect;
+pub mod input;
 pub mod lower;
 pub mod module;
 pub mod pass;
