@@ -242,16 +242,23 @@ fn pointwise(
     let x = |i: usize| a[i].clone();
     let f32 = |i: usize| format!("({}).to(tl.float32)", a[i]);
     let back = |e: String| format!("({e}).to({})", tl_dtype(dt));
+    // bf16 arithmetic is computed in f32 and rounded once (the same result:
+    // f32 holds the exact sum, difference or product of two bf16 values
+    // closely enough to round correctly), as Inductor does; Triton's CPU
+    // interpreter computes bf16 arithmetic wrongly.
+    let wide = dt == DType::BF16;
+    let arith = |e: String| if wide { back(e) } else { e };
+    let y = |i: usize| if wide { f32(i) } else { x(i) };
     Ok(match op {
-        "ew.add" => format!("{} + {}", x(0), x(1)),
-        "ew.sub" => format!("{} - {}", x(0), x(1)),
-        "ew.mul" => format!("{} * {}", x(0), x(1)),
-        "ew.div" => format!("{} / {}", x(0), x(1)),
+        "ew.add" => arith(format!("{} + {}", y(0), y(1))),
+        "ew.sub" => arith(format!("{} - {}", y(0), y(1))),
+        "ew.mul" => arith(format!("{} * {}", y(0), y(1))),
+        "ew.div" => arith(format!("{} / {}", y(0), y(1))),
         "ew.pow" => back(format!("tl.exp({} * tl.log({}))", f32(1), f32(0))),
-        "ew.max" => format!("tl.maximum({}, {})", x(0), x(1)),
-        "ew.min" => format!("tl.minimum({}, {})", x(0), x(1)),
-        "ew.neg" => format!("-({})", x(0)),
-        "ew.abs" => format!("tl.abs({})", x(0)),
+        "ew.max" => arith(format!("tl.maximum({}, {})", y(0), y(1))),
+        "ew.min" => arith(format!("tl.minimum({}, {})", y(0), y(1))),
+        "ew.neg" => arith(format!("-({})", y(0))),
+        "ew.abs" => arith(format!("tl.abs({})", y(0))),
         "ew.exp" => back(format!("tl.exp({})", f32(0))),
         "ew.log" => back(format!("tl.log({})", f32(0))),
         "ew.sqrt" => back(format!("tl.sqrt({})", f32(0))),
