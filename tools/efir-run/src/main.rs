@@ -127,6 +127,7 @@ fn default_tol(f: &efir_ir::Func, precision: Precision) -> f64 {
 }
 
 fn main() -> ExitCode {
+    efir_driver::logging::init();
     // Usage errors exit 2, with the nearest flag for a mistyped one.
     let cli: Cli = match efir_driver::usage::parse(std::env::args(), &[]) {
         Ok(c) => c,
