@@ -1,7 +1,7 @@
 //! `--lower-to-kernels`: a candidate program to a kernel graph in the
 //! `kernel` dialect, and back ([`flatten`]).
 //!
-//! Each kernel of the [`plan`](crate::plan) becomes a function
+//! Each kernel of the [`plan`](crate::plan()) becomes a function
 //! `@<program>.k<i>` whose parameters are the buffers it reads, whose body is
 //! the part of the program it computes (with its tiling in the parallel
 //! states) and whose one result is the buffer it writes; its attributes name

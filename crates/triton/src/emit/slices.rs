@@ -1,5 +1,5 @@
 //! `tensor.slice` and `tensor.concat` inside a kernel. Their operands are
-//! buffers, or slices and parallel views of buffers ([`crate::plan`] stores
+//! buffers, or slices and parallel views of buffers ([`crate::plan()`] stores
 //! every other computed operand), so each is a masked load at shifted
 //! offsets: element `i` of a slice along a dim is element `start + i * step`
 //! of its operand (slices of slices compose), and element `i` of a

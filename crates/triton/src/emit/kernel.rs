@@ -1,0 +1,165 @@
+//! One `@triton.jit` kernel of a plan: the grid, the body, the stores and
+//! the parameters.
+
+use super::*;
+
+pub(super) struct EmittedKernel {
+    pub(super) name: String,
+    pub(super) text: String,
+    /// The schedule constants the kernel takes, as launch arguments
+    /// (`BLOCK_a=block_a`, ...).
+    pub(super) consts: Vec<String>,
+    pub(super) buffers: Vec<(ValueId, usize)>,
+    pub(super) work: Vec<Work>,
+    pub(super) grid: Vec<String>,
+}
+
+fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
+    let f = p.func;
+    let mut e = KernelEmitter::new(p);
+    e.pad16 = crate::small_dot_extents(p.func, &p.def, &p.buffer, k.body);
+    e.line(0, "pid = tl.program_id(0)".into());
+    for (a, _) in &k.grid {
+        let id = py_ident(a);
+        e.line(0, format!("idx_{id} = pid % NT_{id}"));
+        e.line(0, format!("pid = pid // NT_{id}"));
+        e.bind(a, &format!("idx_{id}"), 0);
+    }
+    let body_ty = f.ty(k.body).clone();
+    let mut lay = layout_of(&body_ty);
+    for (a, d) in &k.grid {
+        if let Some(d) = d {
+            // Grid axes of the launch that the program does not tile itself.
+            let own = body_ty.leaves().iter().any(|l| l.state.contains_key(a));
+            if !own && lay.get(*d).is_some_and(Option::is_none) {
+                lay[*d] = Some(a.clone());
+            }
+        }
+    }
+    let val = e.emit_def(k.body, &lay)?;
+    // Where programs along one grid axis do unequal work (a causal loop),
+    // that axis varies fastest and its heaviest tiles start first, so that
+    // the last wave is not all long programs (the tail of the launch).
+    if let Some(i) = e
+        .heavy
+        .clone()
+        .and_then(|h| k.grid.iter().position(|(a, _)| *a == h))
+    {
+        // The program id as the grid's order would have it, from one where
+        // axis `i` varies fastest, reversed.
+        let nt = |a: &String| format!("NT_{}", py_ident(a));
+        let below: Vec<String> = k.grid[..i].iter().map(|(a, _)| nt(a)).collect();
+        let below = if below.is_empty() {
+            "1".to_string()
+        } else {
+            below.join(" * ")
+        };
+        let h = nt(&k.grid[i].0);
+        let (q, r) = (e.fresh("hq"), e.fresh("hr"));
+        let lines = [
+            format!("{q} = pid % {h}"),
+            format!("{r} = pid // {h}"),
+            format!(
+                "pid = {r} % ({below}) + ({h} - 1 - {q}) * ({below}) + {r} // ({below}) * ({below} * {h})"
+            ),
+        ];
+        e.scopes[0].lines.splice(1..1, lines);
+    }
+    let blocks = val.blocks();
+    let root_ty = f.ty(k.root).clone();
+    let leaves: Vec<_> = root_ty.leaves().into_iter().cloned().collect();
+    if leaves.len() != blocks.len() {
+        return Err("the kernel's value and its buffer have different fields".into());
+    }
+    let blocks: Vec<Blk> = blocks.into_iter().map(|b| e.full(b)).collect();
+    let mut stores = Vec::new();
+    for (i, (l, b)) in leaves.iter().zip(&blocks).enumerate() {
+        let exts: Vec<Extent> = l.shape.iter().map(Extent::of).collect();
+        let name = buf_param(f, k.root, i);
+        stores.push((k.root, i));
+        let lead = if k.collect {
+            let a = &k
+                .grid
+                .iter()
+                .find(|(_, d)| d.is_none())
+                .ok_or("collect without axis")?
+                .0;
+            Some((format!("idx_{}", py_ident(a)), String::new()))
+        } else {
+            None
+        };
+        let lead_ref = lead.as_ref().map(|(x, s)| (x.as_str(), s.clone()));
+        let ptr = e.ptr(&name, &b.dims, &exts, lead_ref);
+        let val = format!("({}).to({})", b.var, tl_dtype(l.dtype));
+        for line in KernelEmitter::masked(&b.dims, |m| match m {
+            None => format!("tl.store({ptr}, {val})"),
+            Some(m) => format!("tl.store({ptr}, {val}, mask={m})"),
+        }) {
+            e.line(0, line);
+        }
+        e.work.push(Work {
+            bytes: dtype_bytes(l.dtype),
+            sizes: b.dims.iter().map(|d| d.size.clone()).collect(),
+            loops: Vec::new(),
+            flops: false,
+        });
+    }
+    let mut buffers: Vec<(ValueId, usize)> = e.loads.iter().copied().collect();
+    for s in stores {
+        if !buffers.contains(&s) {
+            buffers.push(s);
+        }
+    }
+    let name = format!("_k{}_{}", k.index, py_ident(&f.value(k.root).name));
+    let body = fuse::dead_code(fuse::optimize(std::mem::take(&mut e.scopes[0].lines)));
+    // Only the schedule constants the body reads are parameters, so that a
+    // block of one kernel does not recompile the others.
+    let words: std::collections::HashSet<&str> = body
+        .iter()
+        .flat_map(|l| l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+        .collect();
+    let mut params: Vec<String> = buffers.iter().map(|(v, i)| buf_param(f, *v, *i)).collect();
+    let mut consts = Vec::new();
+    for a in p.axes.keys() {
+        let id = py_ident(a);
+        for c in ["BLOCK", "NT", "NTP", "EVEN"] {
+            let name = format!("{c}_{id}");
+            if words.contains(name.as_str()) {
+                params.push(format!("{name}: tl.constexpr"));
+                consts.push(format!("{name}={}_{id}", c.to_lowercase()));
+            }
+        }
+    }
+    let mut text = String::new();
+    let grid: Vec<String> = k.grid.iter().map(|(a, _)| format!("@{a}")).collect();
+    let _ = writeln!(text, "@triton.jit");
+    let _ = writeln!(text, "def {name}({}):", params.join(", "));
+    let _ = writeln!(
+        text,
+        "    \"\"\"Writes %{} ({}); grid over [{}].\"\"\"",
+        f.value(k.root).name,
+        root_ty,
+        grid.join(", ")
+    );
+    for l in body {
+        let _ = writeln!(text, "    {l}");
+    }
+    Ok(EmittedKernel {
+        name,
+        text,
+        consts,
+        buffers,
+        work: e.work,
+        grid: k.grid.iter().map(|(a, _)| a.clone()).collect(),
+    })
+}
+
+pub(super) fn emit_kernel_in_context(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
+    emit_kernel(p, k).map_err(|e| {
+        format!(
+            "kernel {} (writing `%{}`): {e}",
+            k.index,
+            p.func.value(k.root).name
+        )
+    })
+}

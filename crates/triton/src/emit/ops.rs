@@ -1,0 +1,318 @@
+//! The op table of the kernel emitter: how each op of a kernel body is
+//! emitted, and the Triton expressions of pointwise ops.
+
+use super::*;
+
+/// The Triton expression of a pointwise op over operand expressions.
+pub(super) fn pointwise(
+    op: &str,
+    attrs: &indexmap::IndexMap<String, Attr>,
+    a: &[String],
+    dt: DType,
+) -> Result<String, String> {
+    let x = |i: usize| a[i].clone();
+    let f32 = |i: usize| format!("({}).to(tl.float32)", a[i]);
+    let back = |e: String| format!("({e}).to({})", tl_dtype(dt));
+    // bf16 arithmetic is computed in f32 and rounded once (the same result:
+    // f32 holds the exact sum, difference or product of two bf16 values
+    // closely enough to round correctly), as Inductor does; Triton's CPU
+    // interpreter computes bf16 arithmetic wrongly.
+    let wide = dt == DType::BF16;
+    let arith = |e: String| if wide { back(e) } else { e };
+    let y = |i: usize| if wide { f32(i) } else { x(i) };
+    Ok(match op {
+        "ew.add" => arith(format!("{} + {}", y(0), y(1))),
+        "ew.sub" => arith(format!("{} - {}", y(0), y(1))),
+        "ew.mul" => arith(format!("{} * {}", y(0), y(1))),
+        "ew.div" => arith(format!("{} / {}", y(0), y(1))),
+        "ew.pow" => back(format!("tl.exp({} * tl.log({}))", f32(1), f32(0))),
+        "ew.max" => arith(format!("tl.maximum({}, {})", y(0), y(1))),
+        "ew.min" => arith(format!("tl.minimum({}, {})", y(0), y(1))),
+        "ew.neg" => arith(format!("-({})", y(0))),
+        "ew.abs" => arith(format!("tl.abs({})", y(0))),
+        "ew.exp" => back(format!("tl.exp({})", f32(0))),
+        "ew.log" => back(format!("tl.log({})", f32(0))),
+        "ew.sqrt" => back(format!("tl.sqrt({})", f32(0))),
+        "ew.rsqrt" => back(format!("tl.rsqrt({})", f32(0))),
+        "ew.sigmoid" => back(format!("tl.sigmoid({})", f32(0))),
+        "ew.tanh" => back(format!("2.0 * tl.sigmoid(2.0 * {}) - 1.0", f32(0))),
+        "ew.erf" => back(format!("tl.erf({})", f32(0))),
+        "ew.select" => format!("tl.where({}, {}, {})", x(0), x(1), x(2)),
+        "ew.cast" => back(x(0)),
+        "ew.cmp" => {
+            let p = match attrs.get("pred").and_then(Attr::as_word) {
+                Some("lt") => "<",
+                Some("le") => "<=",
+                Some("gt") => ">",
+                Some("ge") => ">=",
+                Some("eq") => "==",
+                Some("ne") => "!=",
+                _ => return Err("ew.cmp without a predicate".into()),
+            };
+            format!("{} {p} {}", x(0), x(1))
+        }
+        other => return Err(format!("no Triton lowering for `{other}`")),
+    })
+}
+
+impl KernelEmitter<'_, '_> {
+    pub(super) fn emit_op(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        let f = self.p.func;
+        let Some(i) = self.p.def[v.index()] else {
+            return self.load(v, lay);
+        };
+        if let (Some((g, l)), Some(Fact::Mask { i: di, j: dj })) =
+            (&self.unmasked, self.facts[v.index()])
+        {
+            if lay.get(di) == Some(&Some(g.clone())) && lay.get(dj) == Some(&Some(l.clone())) {
+                // A causal mask on a tile wholly below the diagonal: all
+                // true (a block of single elements, at the loop's depth).
+                let t = f.ty(v).as_tensor().ok_or("expected a tensor")?.clone();
+                let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
+                let (dims, _) = self.dims(&exts, lay)?;
+                let depth = self.top();
+                let var = self.fresh("t");
+                let ones = vec!["1"; dims.len()].join(", ");
+                self.line(depth, format!("{var} = tl.full([{ones}], 1, tl.int1)"));
+                self.set_units(&var, vec![true; dims.len()]);
+                return Ok(Val::T(Blk {
+                    var,
+                    dims,
+                    dtype: t.dtype,
+                    depth,
+                }));
+            }
+        }
+        let op = &f.ops[i];
+        let name = op.name.as_str();
+        let rt = f.ty(v).clone();
+        let rank = extents(&rt).len();
+        match name {
+            "par.partition" | "par.replicate" | "par.combine" => self.emit(op.operands[0], lay),
+            "tensor.tuple" => {
+                let mut out = Vec::new();
+                for o in &op.operands {
+                    if extents(f.ty(*o)).len() != lay.len() {
+                        return Err("a tuple of values of different ranks inside a kernel".into());
+                    }
+                    out.push(self.emit(*o, lay)?);
+                }
+                Ok(Val::Tup(out))
+            }
+            "tensor.get" => {
+                let idx = op.attrs.get("index").and_then(Attr::as_int).unwrap_or(0) as usize;
+                match self.emit(op.operands[0], lay)? {
+                    Val::Tup(fs) => fs
+                        .get(idx)
+                        .cloned()
+                        .ok_or_else(|| "tensor.get out of range".into()),
+                    Val::T(b) => Ok(Val::T(b)),
+                }
+            }
+            "tensor.full" => {
+                let value = literal(op.attrs.get("value").unwrap_or(&Attr::Int(0)));
+                let t = rt.as_tensor().ok_or("expected a tensor")?;
+                let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
+                let (dims, depth) = self.dims(&exts, lay)?;
+                let var = self.fresh("c");
+                self.line(
+                    depth,
+                    format!(
+                        "{var} = tl.full({}, {value}, {})",
+                        shape_list(&dims),
+                        tl_dtype(t.dtype)
+                    ),
+                );
+                Ok(Val::T(Blk {
+                    var,
+                    dims,
+                    dtype: t.dtype,
+                    depth,
+                }))
+            }
+            "tensor.iota" => {
+                let d = op.attrs.get("dim").and_then(Attr::as_int).unwrap_or(0) as usize;
+                let t = rt.as_tensor().ok_or("expected a tensor")?;
+                let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
+                let (dims, depth) = self.dims(&exts, lay)?;
+                // Unit along every dim but its own (see [`bcast`]).
+                let e = format!(
+                    "({}).to({})",
+                    along(&dims[d].offs, d, dims.len()),
+                    tl_dtype(t.dtype)
+                );
+                let r = dims.len();
+                let x = self.result(v, lay, e, depth)?;
+                if let Val::T(b) = &x {
+                    self.set_units(&b.var, (0..r).map(|j| j != d).collect());
+                }
+                Ok(x)
+            }
+            "tensor.broadcast" => {
+                let a = op.operands[0];
+                let ea = extents(f.ty(a));
+                let er = extents(&rt);
+                let k = er.len() - ea.len();
+                let la: Layout = (0..ea.len())
+                    .map(|j| {
+                        if ea[j] == Extent::N(1) && er[j + k] != Extent::N(1) {
+                            None
+                        } else {
+                            lay[j + k].clone()
+                        }
+                    })
+                    .collect();
+                let x = self.block(a, &la)?;
+                let (_, depth) = self.dims(&er, lay)?;
+                // Lazy (see [`bcast`]): unit along the new and the stretched
+                // dims.
+                let ux = self.units(&x.var, ea.len());
+                let u: Units = (0..rank)
+                    .map(|j| {
+                        j < k || ux[j - k] || (ea[j - k] == Extent::N(1) && er[j] != Extent::N(1))
+                    })
+                    .collect();
+                let e = expand(&x.var, x.dims.len(), rank);
+                let y = self.result(v, lay, e, depth.max(x.depth))?;
+                if let Val::T(b) = &y {
+                    self.set_units(&b.var, u);
+                    if x.dims.len() == ea.len() {
+                        let new = rank - ea.len();
+                        self.note_view(&b.var, &x.var, |m| {
+                            std::iter::repeat_n(None, new)
+                                .chain(m.iter().copied())
+                                .collect()
+                        });
+                    }
+                }
+                Ok(y)
+            }
+            "tensor.transpose" => {
+                let perm = op
+                    .attrs
+                    .get("perm")
+                    .and_then(Attr::as_int_array)
+                    .ok_or("transpose without perm")?;
+                let mut la: Layout = vec![None; rank];
+                for (k, p) in perm.iter().enumerate() {
+                    la[*p as usize] = lay[k].clone();
+                }
+                let x = self.block(op.operands[0], &la)?;
+                let ux = self.units(&x.var, rank);
+                let u: Units = perm.iter().map(|p| ux[*p as usize]).collect();
+                let ps: Vec<String> = perm.iter().map(|p| p.to_string()).collect();
+                let e = if rank == 2 && perm == [1, 0] {
+                    format!("tl.trans({})", x.var)
+                } else {
+                    format!("tl.permute({}, ({},))", x.var, ps.join(", "))
+                };
+                let y = self.result(v, lay, e, x.depth)?;
+                if let Val::T(b) = &y {
+                    self.set_units(&b.var, u);
+                    self.note_view(&b.var, &x.var, |m| {
+                        perm.iter()
+                            .map(|p| m.get(*p as usize).copied().flatten())
+                            .collect()
+                    });
+                }
+                Ok(y)
+            }
+            "tensor.reshape" => {
+                let a = op.operands[0];
+                let ea = extents(f.ty(a));
+                let er = extents(&rt);
+                let nu_a: Vec<usize> = (0..ea.len()).filter(|j| ea[*j] != Extent::N(1)).collect();
+                let nu_r: Vec<usize> = (0..er.len()).filter(|j| er[*j] != Extent::N(1)).collect();
+                if nu_a.len() != nu_r.len() || nu_a.iter().zip(&nu_r).any(|(x, y)| ea[*x] != er[*y])
+                {
+                    // A view of a buffer is loaded through index arithmetic.
+                    if let Some(r) = self.view_load(v, lay) {
+                        return r;
+                    }
+                    return Err("a reshape that merges or splits dims inside a kernel".into());
+                }
+                let mut la: Layout = vec![None; ea.len()];
+                for (x, y) in nu_a.iter().zip(&nu_r) {
+                    la[*x] = lay[*y].clone();
+                }
+                let x = self.block(a, &la)?;
+                let (dims, depth) = self.dims(&er, lay)?;
+                let ux = self.units(&x.var, ea.len());
+                // A unit dim of the result that is tiled (a row padded to a
+                // 16-row dot block) holds one element: it is a lazy broadcast.
+                let mut u: Units = (0..er.len())
+                    .map(|j| er[j] == Extent::N(1) && lay[j].is_some())
+                    .collect();
+                for (x, y) in nu_a.iter().zip(&nu_r) {
+                    u[*y] = ux[*x];
+                }
+                let e = format!("tl.reshape({}, {})", x.var, real_shape(&dims, &u));
+                let y = self.result(v, lay, e, depth.max(x.depth))?;
+                if let Val::T(b) = &y {
+                    self.set_units(&b.var, u);
+                    let n = er.len();
+                    self.note_view(&b.var, &x.var, |m| {
+                        let mut out = vec![None; n];
+                        for (a, r) in nu_a.iter().zip(&nu_r) {
+                            out[*r] = m.get(*a).copied().flatten();
+                        }
+                        out
+                    });
+                }
+                Ok(y)
+            }
+            "tensor.reduce" => self.reduce(v, lay),
+            "tensor.slice" => self.slice(v, lay),
+            "tensor.concat" => self.concat(v, lay),
+            "par.reduce" => self.par_reduce(v, lay),
+            "tile.matmul" | "tensor.matmul" => self.matmul(v, lay),
+            _ if name.starts_with("ew.") => {
+                let mut args = Vec::new();
+                let mut vars = Vec::new();
+                let mut us = Vec::new();
+                let mut depth = 0;
+                let er = extents(&rt);
+                for o in &op.operands {
+                    let ea = extents(f.ty(*o));
+                    let k = er.len() - ea.len();
+                    let la: Layout = (0..ea.len())
+                        .map(|j| {
+                            if ea[j] == Extent::N(1) && er[j + k] != Extent::N(1) {
+                                None
+                            } else {
+                                lay[j + k].clone()
+                            }
+                        })
+                        .collect();
+                    let x = self.block(*o, &la)?;
+                    depth = depth.max(x.depth);
+                    // An operand's stretched unit-extent dims are unit too.
+                    let mut u = self.units(&x.var, ea.len());
+                    for (j, uj) in u.iter_mut().enumerate() {
+                        *uj |= ea[j] == Extent::N(1) && er[j + k] != Extent::N(1);
+                    }
+                    us.push((ea.len(), u));
+                    args.push(expand(&x.var, x.dims.len(), rank));
+                    vars.push(args.last().cloned().unwrap_or_default());
+                }
+                let dt = rt.as_tensor().ok_or("expected a tensor")?.dtype;
+                let e = pointwise(name, &op.attrs, &args, dt)?;
+                let y = self.result(v, lay, e, depth)?;
+                if let Val::T(b) = &y {
+                    self.set_units(&b.var, pointwise_units(rank, &us));
+                    if name == "ew.cast" && us[0].0 == rank {
+                        let from = f.ty(op.operands[0]).as_tensor().map(|t| t.dtype);
+                        if let Some(from) = from {
+                            self.note_copy(&b.var, &vars[0], from, dt);
+                        }
+                    }
+                    if name == "ew.mul" && us.iter().all(|(ra, _)| *ra == rank) {
+                        self.note_product(&b.var, &vars[0], &vars[1]);
+                    }
+                }
+                Ok(y)
+            }
+            other => Err(format!("no Triton lowering for `{other}` inside a kernel")),
+        }
+    }
+}

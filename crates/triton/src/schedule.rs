@@ -1,0 +1,85 @@
+//! A function's `schedule` attribute applied to its plan.
+
+use crate::{py_ident, Plan, STAGES, WARPS};
+use efir_ir::Attr;
+
+/// Apply a function's `schedule` attribute (the string a tuner records,
+/// `"BLOCK_k4096=64,num_warps=8,num_stages=3"`) to the plan's default
+/// configuration: every key must name a configuration parameter of the
+/// program and every value must be legal for it.
+pub(crate) fn apply_schedule(p: &mut Plan<'_>) -> Result<(), String> {
+    let Some(a) = p.func.attrs.get("schedule") else {
+        return Ok(());
+    };
+    let Attr::Str(text) = a else {
+        return Err(
+            "the `schedule` attribute must be a string such as \"BLOCK_m=64,num_warps=4\"".into(),
+        );
+    };
+    for part in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| format!("schedule entry `{part}` is not KEY=VALUE"))?;
+        let (k, v) = (k.trim(), v.trim());
+        let n: u64 = v
+            .parse()
+            .map_err(|_| format!("schedule entry `{part}`: `{v}` is not a positive integer"))?;
+        // `num_warps_k<i>` / `num_stages_k<i>`: one kernel's, where there
+        // are several.
+        let per_kernel = k
+            .strip_prefix("num_warps_k")
+            .map(|i| (true, i))
+            .or_else(|| k.strip_prefix("num_stages_k").map(|i| (false, i)))
+            .and_then(|(w, i)| Some((w, i.parse::<usize>().ok()?)))
+            .filter(|(_, i)| *i < p.kernels.len() && p.kernels.len() > 1);
+        if let Some((w, i)) = per_kernel {
+            let legal: &[u32] = if w { &WARPS } else { &STAGES };
+            let n = u32::try_from(n)
+                .ok()
+                .filter(|n| legal.contains(n))
+                .ok_or_else(|| format!("schedule entry `{part}`: {k} must be one of {legal:?}"))?;
+            if w {
+                p.kernel_warps[i] = Some(n);
+            } else {
+                p.kernel_stages[i] = Some(n);
+            }
+            continue;
+        }
+        match k {
+            "num_warps" | "num_stages" => {
+                let (legal, slot): (&[u32], &mut u32) = if k == "num_warps" {
+                    (&WARPS, &mut p.warps)
+                } else {
+                    (&STAGES, &mut p.stages)
+                };
+                let n = u32::try_from(n)
+                    .ok()
+                    .filter(|n| legal.contains(n))
+                    .ok_or_else(|| {
+                        format!("schedule entry `{part}`: {k} must be one of {legal:?}")
+                    })?;
+                *slot = n;
+            }
+            _ => {
+                let id = k.strip_prefix("BLOCK_").ok_or_else(|| {
+                    format!("schedule entry `{part}`: unknown parameter `{k}` (BLOCK_<axis>, num_warps, num_stages, num_warps_k<i>, num_stages_k<i> of a program with several kernels)")
+                })?;
+                let info = p
+                    .axes
+                    .values_mut()
+                    .find(|i| py_ident(&i.name) == id)
+                    .ok_or_else(|| {
+                        format!("schedule entry `{part}`: the program has no axis for `{k}`")
+                    })?;
+                if !info.domain.contains(&n) {
+                    return Err(format!(
+                        "schedule entry `{part}`: {k} must be one of {:?}",
+                        info.domain
+                    ));
+                }
+                info.default = n;
+            }
+        }
+    }
+    Ok(())
+}
