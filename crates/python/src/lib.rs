@@ -199,19 +199,10 @@ pub fn translate(
                 format!("no program to translate in `{filename}`"),
             ));
         }
-        let mut f = Failure::from_diags(filename, text, &res.diags);
-        if res.verified && !res.diags.iter().any(|d| d.severity == Severity::Error) {
-            // Every program was skipped: the diagnostics are warnings, so
-            // say first why this is an error.
-            // The first line also gives the first reason (callers that show
-            // one line, like the torch.compile fallback warning, keep it).
-            let first = f.message.lines().next().unwrap_or_default().to_string();
-            f.message = format!(
-                "no program of `{filename}` could be lowered to Triton: {first}\n{}",
-                f.message
-            );
-        }
-        return Err(f);
+        // Where every program was skipped, the translator made the skips
+        // errors: the first line gives the first reason (callers that show
+        // one line, like the torch.compile fallback warning, keep it).
+        return Err(Failure::from_diags(filename, text, &res.diags));
     }
     Ok(Done {
         value: res
@@ -423,10 +414,11 @@ mod tests {
             top: Some(1),
             ..TritonOptions::default()
         };
+        // Skipped under --top, but nothing else translated: still an error.
         let f = translate(src, "m.efir", &opts).unwrap_err();
+        assert_eq!(f.code(), Some("E0801"));
         assert!(
-            f.message
-                .starts_with("no program of `m.efir` could be lowered to Triton: warning[E0801]"),
+            f.message.starts_with("error[E0801]: cannot lower `@merge`"),
             "{}",
             f.message
         );
