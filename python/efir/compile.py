@@ -3,8 +3,9 @@
 import (torch.export -> .efir), saturate, compact, translate to Triton (the
 best candidate by efir's static estimate, default schedule), and load the
 generated module. The Rust stages run in-process (`efir._efir`) when built,
-else as the `efir-opt` and `efir-translate` binaries (EFIR_BIN_DIR, else the
-repository's target/release or target/debug); `_Stages` writes each stage
+else as the `efir-opt` and `efir-translate` binaries (`efir.tools.find`:
+EFIR_BIN_DIR, else the wheel's, else the repository's target/release or
+target/debug); `_Stages` writes each stage
 once for both. Also registers `torch.compile` backend "efir": each graph is
 compiled once per input shape (sizes that torch.compile made dynamic are
 fixed at each call's values); a graph that cannot be compiled falls back to
@@ -40,6 +41,7 @@ import warnings
 import torch
 
 from .importer import DTYPES, ImportError_, import_program
+from . import tools as _tools
 from .log import bar
 
 try:
@@ -76,12 +78,13 @@ def native():
 
 
 def _bin(name):
-    d = os.environ.get("EFIR_BIN_DIR")
-    cands = [pathlib.Path(d)] if d else [ROOT / "target" / "release", ROOT / "target" / "debug"]
-    for c in cands:
-        if (c / name).exists():
-            return str(c / name)
-    raise CompileError(f"`{name}` not found (build with `cargo build`, or set EFIR_BIN_DIR)")
+    """Tool `name`'s binary (`efir.tools.find`: EFIR_BIN_DIR, else the
+    wheel's `efir/bin`, else the repository's target/release or
+    target/debug); CompileError when there is none."""
+    try:
+        return _tools.find(name)
+    except FileNotFoundError as e:
+        raise CompileError(str(e)) from None
 
 
 def _routine(diags, rendered):
