@@ -143,3 +143,8 @@ fn fusion_rules_preserve_meaning() {
 fn storage_rules_preserve_meaning() {
     check_family("storage", &["refinement"]);
 }
+
+#[test]
+fn view_rules_preserve_meaning() {
+    check_family("view", &[]);
+}

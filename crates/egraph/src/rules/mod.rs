@@ -12,6 +12,7 @@ pub mod propagation;
 pub mod refinement;
 pub mod storage;
 pub mod structural;
+pub mod view;
 
 use crate::analysis::{infer, Data, EGraph, TypeAnalysis};
 use efir_ir::{Attr, AxisState, TensorType, Type};
@@ -175,6 +176,10 @@ pub type OpRhsFn = fn(&Match<'_>, &'static str) -> Vec<Rhs>;
 /// joins (for rules whose left-hand side has several roots: fusions).
 pub type TargetFn = fn(&Match<'_>) -> Vec<(Id, Rhs)>;
 
+/// A right-hand side function over one op that names the e-class each
+/// right-hand side joins.
+pub type OpTargetFn = fn(&Match<'_>, &'static str) -> Vec<(Id, Rhs)>;
+
 /// How a rule's right-hand sides are applied.
 #[derive(Clone, Copy)]
 pub enum Apply {
@@ -184,6 +189,8 @@ pub enum Apply {
     SameOp(OpRhsFn, &'static str),
     /// Each right-hand side joins the e-class it names.
     Targets(TargetFn),
+    /// The same, from a function over one op, with its op.
+    TargetsOp(OpTargetFn, &'static str),
 }
 
 struct TypedApplier {
@@ -209,6 +216,7 @@ impl Applier<SymbolLang, TypeAnalysis> for TypedApplier {
                 .map(|r| (class, r))
                 .collect(),
             Apply::Targets(f) => f(&Match { eg, class, subst }),
+            Apply::TargetsOp(f, op) => f(&Match { eg, class, subst }, op),
         };
         let mut out = Vec::new();
         for (target, rhs) in alts {
@@ -286,6 +294,24 @@ pub fn multi_rule(
     }
 }
 
+/// A multi-pattern rule of a family generic over ops.
+pub fn op_multi_rule(
+    family: &'static str,
+    name: impl Into<String>,
+    equation: impl Into<String>,
+    lhs: impl Into<String>,
+    rhs: OpTargetFn,
+    op: &'static str,
+) -> RuleDef {
+    RuleDef {
+        name: name.into(),
+        family,
+        equation: equation.into(),
+        lhs: lhs.into(),
+        rhs: Apply::TargetsOp(rhs, op),
+    }
+}
+
 impl RuleDef {
     /// The egg rewrite.
     pub fn rewrite(&self) -> Rewrite<SymbolLang, TypeAnalysis> {
@@ -344,6 +370,7 @@ pub const FAMILIES: &[&str] = &[
     "fusion",
     "structural",
     "storage",
+    "view",
 ];
 
 /// Every rule of the named families.
@@ -357,6 +384,7 @@ pub fn rules(families: &[&str]) -> Vec<RuleDef> {
             "fusion" => fusion::rules(),
             "structural" => structural::rules(),
             "storage" => storage::rules(),
+            "view" => view::rules(),
             _ => Vec::new(),
         });
     }
