@@ -22,40 +22,11 @@ except ImportError:  # pragma: no cover
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
-import efir  # noqa: E402
-
-C = sys.modules["efir.compile"]
+import efir  # noqa: E402,F401 (registers the backend)
 
 
 def rel(out, ref):
     return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
-
-
-@pytest.fixture
-def calls(monkeypatch):
-    """Every `efir.compile` the backend makes: (module, kwargs, whether it
-    succeeded), and how often the compiled callables ran."""
-    log = {"compiles": [], "runs": 0}
-    real = C.compile
-
-    def spy(m, inputs, **kw):
-        try:
-            fn = real(m, inputs, **kw)
-        except Exception:
-            log["compiles"].append((m, kw, False))
-            raise
-        log["compiles"].append((m, kw, True))
-
-        def counted(*a):
-            log["runs"] += 1
-            return fn(*a)
-
-        return counted
-
-    monkeypatch.setattr(C, "compile", spy)
-    torch._dynamo.reset()
-    yield log
-    torch._dynamo.reset()
 
 
 def efir_warnings(w):
@@ -80,7 +51,7 @@ class CumMiddle(torch.nn.Module):
         return y, g.sum(-1)
 
 
-def test_one_unsupported_op_in_the_middle_compiles_the_rest(calls):
+def test_one_unsupported_op_in_the_middle_compiles_the_rest(backend_calls):
     torch.manual_seed(0)
     m = CumMiddle().eval()
     x = torch.randn(4, 16)
@@ -95,12 +66,12 @@ def test_one_unsupported_op_in_the_middle_compiles_the_rest(calls):
     assert f"line {line}" in msgs[0] and "torch.cumsum(h, dim=-1)" in msgs[0], msgs
     assert "efir compiled the rest (2 part(s))" in msgs[0], msgs
     # The whole graph was tried first, then the two parts on their own.
-    ok = [c for c in calls["compiles"] if c[2]]
-    assert len(ok) == 2 and all(c[1].get("candidates") == 2 for c in calls["compiles"]), calls["compiles"]
-    for sub, _, _ in ok:
+    ok = [c for c in backend_calls.compiles if c.ok]
+    assert len(ok) == 2 and all(c.kwargs.get("candidates") == 2 for c in backend_calls.compiles), backend_calls.compiles
+    for sub, *_ in ok:
         targets = {str(n.target) for n in sub.graph.nodes if n.op == "call_function"}
         assert not any("cumsum" in t for t in targets), targets
-    assert calls["runs"] == 2
+    assert backend_calls.runs == 2
     with torch.no_grad():
         ry, rs = m(x)
     assert rel(y, ry) <= 1e-2 and rel(s, rs) <= 1e-2, (rel(y, ry), rel(s, rs))
@@ -110,7 +81,7 @@ def test_one_unsupported_op_in_the_middle_compiles_the_rest(calls):
     with torch.no_grad():
         ry2, rs2 = m(x2)
     assert rel(y2, ry2) <= 1e-2 and rel(s2, rs2) <= 1e-2
-    assert calls["runs"] == 4 and len(calls["compiles"]) == 3
+    assert backend_calls.runs == 4 and len(backend_calls.compiles) == 3
 
 
 class CumHalf(torch.nn.Module):
@@ -127,7 +98,7 @@ class CumHalf(torch.nn.Module):
         return self.b(h) * 2.0
 
 
-def test_two_unsupported_ops_in_f16_one_warning(calls):
+def test_two_unsupported_ops_in_f16_one_warning(backend_calls):
     torch.manual_seed(1)
     m = CumHalf().half().eval()
     x = torch.randn(3, 16).half()
@@ -136,13 +107,13 @@ def test_two_unsupported_ops_in_f16_one_warning(calls):
         y = torch.compile(m, backend="efir", options={"candidates": 2})(x)
     msgs = efir_warnings(w)
     assert len(msgs) == 1 and "cumsum" in msgs[0] and "1 more unsupported op(s): cumprod" in msgs[0], msgs
-    assert calls["runs"] == 2, calls
+    assert backend_calls.runs == 2, backend_calls
     with torch.no_grad():
         ref = m.double()(x.double())
     assert rel(y, ref) <= 1e-2
 
 
-def test_a_fully_supported_graph_is_one_partition_without_warning(calls):
+def test_a_fully_supported_graph_is_one_partition_without_warning(backend_calls):
     torch.manual_seed(2)
     m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8)).eval()
     x = torch.randn(4, 16)
@@ -150,10 +121,10 @@ def test_a_fully_supported_graph_is_one_partition_without_warning(calls):
         warnings.simplefilter("always")
         y = torch.compile(m, backend="efir", options={"candidates": 2})(x)
     assert efir_warnings(w) == []
-    assert len(calls["compiles"]) == 1 and calls["compiles"][0][2] and calls["runs"] == 1
+    assert len(backend_calls.compiles) == 1 and backend_calls.compiles[0].ok and backend_calls.runs == 1
     # The whole graph (dynamo's), not a part of it.
-    assert isinstance(calls["compiles"][0][0], torch.fx.GraphModule)
-    assert not any(n.op == "call_module" for n in calls["compiles"][0][0].graph.nodes)
+    assert isinstance(backend_calls.compiles[0].module, torch.fx.GraphModule)
+    assert not any(n.op == "call_module" for n in backend_calls.compiles[0].module.graph.nodes)
     with torch.no_grad():
         assert rel(y, m(x)) <= 1e-2
 
@@ -165,14 +136,14 @@ class OnlyCum(torch.nn.Module):
         return torch.cumsum(x, dim=-1).reshape(-1) + 1.0
 
 
-def test_a_fully_unsupported_graph_falls_back_with_one_warning(calls):
+def test_a_fully_unsupported_graph_falls_back_with_one_warning(backend_calls):
     x = torch.randn(4, 8)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         y = torch.compile(OnlyCum(), backend="efir")(x)
     msgs = efir_warnings(w)
     assert len(msgs) == 1 and msgs[0].startswith("efir: falling back to eager:") and "cumsum" in msgs[0], msgs
-    assert [c[2] for c in calls["compiles"]] == [False] and calls["runs"] == 0
+    assert [c.ok for c in backend_calls.compiles] == [False] and backend_calls.runs == 0
     assert torch.equal(y, torch.cumsum(x, dim=-1).reshape(-1) + 1.0)
 
 
@@ -190,7 +161,7 @@ class FailingPart(torch.nn.Module):
         return torch.exp(g * 0.5), g
 
 
-def test_a_part_that_fails_to_compile_stays_pytorch(calls):
+def test_a_part_that_fails_to_compile_stays_pytorch(backend_calls):
     torch.manual_seed(3)
     m = FailingPart().eval()
     x = torch.randn(2, 8)
@@ -200,11 +171,11 @@ def test_a_part_that_fails_to_compile_stays_pytorch(calls):
     msgs = efir_warnings(w)
     assert len(msgs) == 1 and "cumsum" in msgs[0], msgs
     assert "1 other part(s) failed to compile" in msgs[0] and "E0801" in msgs[0], msgs
-    whole, *parts = calls["compiles"]
-    assert not whole[2] and sorted(c[2] for c in parts) == [False, True], calls["compiles"]
-    bad = next(c[0] for c in parts if not c[2])
+    whole, *parts = backend_calls.compiles
+    assert not whole.ok and sorted(c.ok for c in parts) == [False, True], backend_calls.compiles
+    bad = next(c[0] for c in parts if not c.ok)
     assert any("exp" in str(n.target) for n in bad.graph.nodes), bad.graph
-    assert calls["runs"] == 1
+    assert backend_calls.runs == 1
     with torch.no_grad():
         ref = m(x)
     assert all(rel(a, b) <= 1e-2 for a, b in zip(y, ref))

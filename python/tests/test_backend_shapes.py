@@ -4,6 +4,7 @@ dim dynamic once it varies (its size then arrives as a SymInt argument);
 efir compiles the graph once per concrete shape, keeps the most recent
 ones, and never falls back to eager for a plain shape change."""
 
+import collections.abc
 import logging
 import os
 import pathlib
@@ -30,20 +31,24 @@ C = sys.modules["efir.compile"]
 
 
 @pytest.fixture
-def compiles(monkeypatch):
-    """The arguments of every `efir.compile` the backend makes."""
-    seen = []
-    real = C.compile
+def compiles(backend_calls):
+    """The example input shapes of every `efir.compile` the backend makes
+    (conftest.py's `backend_calls`, nothing built before)."""
+    return _Shapes(backend_calls)
 
-    def spy(m, inputs, **kw):
-        seen.append(tuple(tuple(x.shape) for x in inputs))
-        return real(m, inputs, **kw)
 
-    monkeypatch.setattr(C, "compile", spy)
-    monkeypatch.setattr(C, "_BUILT", C.Reuse())  # nothing built before
-    torch._dynamo.reset()
-    yield seen
-    torch._dynamo.reset()
+class _Shapes(collections.abc.Sequence):
+    def __init__(self, calls):
+        self.calls = calls
+
+    def __getitem__(self, i):
+        return [c.shapes for c in self.calls.compiles][i]
+
+    def __len__(self):
+        return len(self.calls.compiles)
+
+    def __repr__(self):
+        return repr(list(self))
 
 
 def efir_warnings(w):
