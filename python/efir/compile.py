@@ -6,10 +6,13 @@ generated module. The Rust stages run in-process (`efir._efir`) when built,
 else as the `efir-opt` and `efir-translate` binaries (`efir.tools.find`:
 EFIR_BIN_DIR, else the wheel's, else the repository's target/release or
 target/debug); `_Stages` writes each stage
-once for both. Also registers `torch.compile` backend "efir": each graph is
-compiled once per input shape (sizes that torch.compile made dynamic are
-fixed at each call's values); a graph that cannot be compiled falls back to
-eager with one warning saying why.
+once for both. Also registers `torch.compile` backend "efir": a graph whose
+sizes torch.compile made dynamic is compiled once for all of them where the
+program takes them as symbolic extents (`efir.family`: saturated and
+compacted once, translated at each new size), else once per input shape
+(the sizes fixed at each call's values, the reason logged at INFO); a graph
+that cannot be compiled falls back to eager with one warning saying why.
+`compile(..., dynamic=...)` is the same family for direct calls.
 
 A successful compile is quiet: limits reached on the way (E0706, candidate
 enumeration stopped by a limit) and candidates skipped because they cannot
@@ -41,6 +44,7 @@ import warnings
 import torch
 
 from .importer import DTYPES, ImportError_, import_program
+from . import family as _family
 from . import tools as _tools
 from .log import bar
 
@@ -388,7 +392,7 @@ def _tune_budget(tune, inputs, quiet):
     return float(tune)
 
 
-def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False, workdir=None, keep_workdir=False, tune=None, reuse=None):  # noqa: A001
+def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False, workdir=None, keep_workdir=False, tune=None, reuse=None, dynamic=None):  # noqa: A001
     """Compile a module or function of tensors; returns a callable taking the
     same (user) inputs. `candidates`: how many distinct candidates to
     enumerate; `config`: a Triton schedule for the generated module
@@ -406,6 +410,16 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
     torch.compile backend shares one, so that a graph traced again by
     torch.compile does not compile its shapes again).
 
+    `dynamic`: dims whose size may change from call to call, compiled
+    once for every size (`efir.family`): `{"batch": [(0, 0), (1, 0)]}`
+    (a name per size, each with its (input index, dim) places) or `[(0,
+    0)]` (one size per place). The program is saturated and compacted once
+    with those extents symbolic; each new size is translated and loaded on
+    first use (milliseconds, no tuning). A dim that the program cannot take
+    symbolically is a CompileError saying why (compile per shape instead:
+    without `dynamic`, or with the torch.compile backend). `workdir`,
+    `keep_workdir` and `reuse` do not apply to a family.
+
     The callable has `.report()` (the chosen candidate, its static
     estimate, kernel count and generated source path, as a string),
     `.stats` (`{"stages": seconds per stage, "diagnostics": routine
@@ -415,6 +429,9 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
     inputs = tuple(example_inputs)
     _check_arguments(inputs, config)
     _check_dtypes(module, inputs)
+    if dynamic is not None:
+        where = _family.parse_dynamic(dynamic, inputs)
+        return _compile_family(lambda sizes: (module, _family.resized(inputs, where, sizes)), _family.sizes_of(inputs, where), where, candidates, config, quiet, tune)
     keep = keep_workdir or workdir is not None
     try:
         work = pathlib.Path(workdir or tempfile.mkdtemp(prefix="efir-"))
@@ -466,6 +483,59 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
     run.report = lambda: str(report)
     run.tuned = tuned
     return run
+
+
+def _build_family(make, sizes, candidates, quiet, max_sizes=64):
+    """A `family.Family` (the program saturated and compacted once with
+    symbolic extents, the kernels of the `max_sizes` most recent sizes
+    kept); CompileError when a dim cannot be symbolic."""
+    nat = native()
+    try:
+        return _family.Family(make, sizes, candidates, quiet, nat, _Stages, _export, import_program, _load, _Args, max_sizes=max_sizes)
+    except _family.StaticDim as e:
+        raise CompileError(f"dynamic dims stay static: {e}") from None
+    except CompileError as e:
+        first = str(e).splitlines()[0]
+        raise CompileError(f"dynamic dims stay static: the symbolic program does not compile: {first}", diagnostic=e.diagnostic, code=e.code) from None
+
+
+def _compile_family(make, sizes, where, candidates, config, quiet, tune):
+    """`compile(..., dynamic=...)`: one `Family` for every size of the
+    dynamic dims (`where`: each size's (input index, dim) places)."""
+    if _tune_budget(tune, make(sizes)[1], True):
+        log.info("efir: a family of sizes is not tuned (the static estimate chooses at each size)")
+    fam = _build_family(make, sizes, candidates, quiet)
+
+    def run(*user):
+        if len(user) != fam.args.n_user:
+            raise TypeError(f"the compiled program takes {fam.args.n_user} inputs, got {len(user)}")
+        for i, u in enumerate(user):
+            if not isinstance(u, torch.Tensor):
+                raise TypeError(f"input {i} is a {type(u).__name__}, not a torch.Tensor")
+        mod, source, program = fam.module(_family.sizes_of(user, where))
+        run.module, run.source = mod, source
+        return mod.run(*fam.args(user), config=config)
+
+    run.family = fam
+    run.module = run.source = None
+    run.workdir = None
+    run.native = native() is not None
+    run.stats = fam.stats
+    run.report = lambda: _family_report(fam)
+    run.tuned = None
+    return run
+
+
+def _family_report(fam):
+    lines = [
+        f"a family of sizes: {len(fam.sizes0)} symbolic dim(s), compiled once (example sizes {fam.sizes0})",
+        "stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in fam.stats["stages"].items()),
+        f"sizes translated: {fam.translations} ({', '.join(str(s) for s in fam.stats['sizes'][-8:])})",
+    ]
+    for sizes, (mod, source, program) in list(fam.kernels.items())[-4:]:
+        e = _estimate(source)
+        lines.append(f"  {sizes}: @{program}, {e.get('kernels')} kernel(s), estimate {e.get('time_us', float('nan')):.3f} us")
+    return "\n".join(lines) + "\n"
 
 
 def _export(module, inputs):
@@ -547,12 +617,16 @@ _BUILT = Reuse()
 
 
 def _backend(gm, example_inputs, options=None):
-    """The torch.compile backend. Returns a `_ShapeCache` for `gm`: at each
-    call with input shapes (and integer arguments) it has not seen, the
-    graph is compiled for those shapes (`_compile_graph`) and kept, at most
-    `max_shapes` of them (least recently used dropped). So a graph that
-    torch.compile made dynamic (its sizes are SymInt arguments once a dim
-    varies) runs compiled at every size, each size compiled once.
+    """The torch.compile backend. Returns a `_ShapeCache` for `gm`. Where
+    torch.compile made sizes dynamic (SymInt dims and arguments, once a dim
+    varies or with `dynamic=True`), the graph is compiled once for all of
+    them (`efir.family`; each new size is only translated) if its program
+    takes them symbolically; otherwise, and for static graphs, at each call
+    with input shapes (and integer arguments) it has not seen, the graph is
+    compiled for those shapes and kept, at most `max_shapes` of them (least
+    recently used dropped; a family keeps as many sizes' kernels). So a
+    graph runs compiled at every size, and each size is compiled at most
+    once.
     `options` (torch.compile's `options=`): `candidates` and `tune`, passed
     to `compile`, and `max_shapes` (default MAX_SHAPES)."""
     opts = dict(options or {})
@@ -586,12 +660,27 @@ class _ShapeCache:
         self.cache = collections.OrderedDict()
         self.compiles = 0
         self.warned = set()
+        # torch.compile's dynamic sizes (`_dynamic_plan`): compiled once as
+        # a family per static signature (`families`: a callable, or the
+        # reason why the graph is compiled per shape instead)
+        self.plan = _dynamic_plan(gm)
+        self.families = {}
+        self.static_reason = self.plan if isinstance(self.plan, str) else None
+
+    @property
+    def translations(self):
+        """Sizes translated by this graph's families (no saturation)."""
+        return sum(f.family.translations for f in self.families.values() if callable(f))
 
     @property
     def shapes(self):
         return list(self.cache)
 
     def __call__(self, *args):
+        if self.plan and not isinstance(self.plan, str):
+            fn = self._family(args)
+            if fn is not None:
+                return fn(*args)
         key = _signature(args)
         fn = self.cache.get(key)
         if fn is None:
@@ -604,6 +693,61 @@ class _ShapeCache:
         else:
             self.cache.move_to_end(key)
         return fn(*args)
+
+    def _family(self, args):
+        """The family compiled for `args`' static signature (the dynamic
+        sizes left out), built on first use; None where the graph is
+        compiled per shape (the reason in `static_reason`, logged at INFO)."""
+        dyn = {p for places, _ in self.plan for p in places}
+        ints = {i for _, iis in self.plan for i in iis}
+        key = tuple(
+            (tuple(None if (i, d) in dyn else s for d, s in enumerate(a.shape)), a.dtype, a.device) if isinstance(a, torch.Tensor) else ("size",) if i in ints else (type(a), a)
+            for i, a in enumerate(args)
+        )
+        got = self.families.get(key)
+        if got is None:
+            got = self.families[key] = self._build_family(args)
+        return got if callable(got) else None
+
+    def _build_family(self, args):
+        plan, args0 = self.plan, list(args)
+
+        def sizes_from(a):
+            return tuple(int(a[places[0][0]].shape[places[0][1]]) if places else int(a[iis[0]]) for places, iis in plan)
+
+        def make(sizes):
+            a = list(args0)
+            shapes = {i: list(x.shape) for i, x in enumerate(a) if isinstance(x, torch.Tensor)}
+            for (places, iis), n in zip(plan, sizes):
+                for i in iis:
+                    a[i] = n
+                for i, d in places:
+                    shapes[i][d] = n
+            for i, shape in shapes.items():
+                if list(a[i].shape) != shape:
+                    a[i] = torch.zeros(shape, dtype=a[i].dtype, device=a[i].device)
+            tensors = [x for x in a if isinstance(x, torch.Tensor)]
+            return (self.gm if len(tensors) == len(a) else _fixed(self.gm, a)), tensors
+
+        names = ", ".join(f"s{k}={n}" for k, n in enumerate(sizes_from(args0)))
+        try:
+            fam = _build_family(make, sizes_from(args0), self.opts.get("candidates", 8), True, max_sizes=self.max_shapes)
+        except (ImportError_, CompileError) as e:
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            self.static_reason = reason
+            log.info("efir: the graph's dynamic sizes (%s) are compiled per shape: %s", names, reason)
+            return reason
+        self.compiles += 1
+        log.info("efir: compiled a graph once for all its dynamic sizes (%s at first)", names)
+
+        def call(*a):
+            tensors = [x for x in a if isinstance(x, torch.Tensor)]
+            mod = fam.module(sizes_from(a))[0]
+            out = mod.run(*fam.args(tensors))
+            return (out,) if isinstance(out, torch.Tensor) else out
+
+        call.family = fam
+        return call
 
     def _warn(self, msg):
         # once per graph and message: a graph that falls back at every new
@@ -645,6 +789,36 @@ class _ShapeCache:
                     return on_tensors(partial)
             self._warn(f"efir: falling back to eager: {first}")
             return gm.forward
+
+
+def _dynamic_plan(gm):
+    """torch.compile's dynamic sizes in graph `gm`, from its placeholders'
+    example values: one entry per size symbol, `(places, ints)`: the
+    (argument index, dim) places of tensors whose dim is that symbol, and
+    the indices of the SymInt arguments that are it. None when no size is
+    dynamic; a string saying why not where a size is a function of others
+    (`2*s0`: compiled per shape)."""
+    syms = {}
+    holders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, n in enumerate(holders):
+        v = n.meta.get("example_value")
+        if isinstance(v, torch.SymInt):
+            e = v.node.expr
+            if getattr(e, "is_number", False):
+                continue
+            if not getattr(e, "is_Symbol", False):
+                return f"argument `{n.name}` is the size expression {e}"
+            syms.setdefault(str(e), ([], []))[1].append(i)
+        elif isinstance(v, torch.Tensor):
+            for d, size in enumerate(v.shape):
+                if isinstance(size, torch.SymInt):
+                    e = size.node.expr
+                    if getattr(e, "is_number", False):
+                        continue  # specialized by a guard (`16`): static
+                    if not getattr(e, "is_Symbol", False):
+                        return f"dim {d} of `{n.name}` is the size expression {e}"
+                    syms.setdefault(str(e), ([], []))[0].append((i, d))
+    return list(syms.values()) or None
 
 
 def _fixed(gm, args):

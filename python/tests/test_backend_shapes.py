@@ -125,8 +125,22 @@ def test_a_graph_that_falls_back_warns_once_across_shapes(compiles):
     assert "torch.cumsum(x, dim=0)" in msgs[0], msgs
 
 
+class Centered(torch.nn.Module):
+    """A mean over the batch: its count is a constant that changes with the
+    batch, so the batch cannot be symbolic and the graph is compiled per
+    shape (a plain Linear + Tanh would be one family, test_backend_family.py)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = torch.tanh(self.a(x))
+        return y - y.mean(dim=0, keepdim=True)
+
+
 def test_least_recently_used_shapes_are_dropped(compiles, caplog):
-    m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh()).eval()
+    m = Centered().eval()
     cm = torch.compile(m, backend="efir", options={"candidates": 2, "max_shapes": 2})
     with caplog.at_level(logging.INFO, logger="efir"):
         for n in (2, 3, 4, 3, 2):  # 2 is dropped when 4 comes; 3 stays (used since)

@@ -1,0 +1,231 @@
+"""One compile for a family of sizes (issue 33): `efir.compile(...,
+dynamic=...)` and the torch.compile backend for graphs whose dims vary.
+
+What is symbolic and what is not, today:
+
+- The program is imported twice, at the example sizes and at each dynamic
+  dim's size plus a distinct offset; the two texts must be equal except for
+  extents that moved by exactly those offsets (`symbolize`). Those extents
+  become the symbolic extents `|@dyn0|`, `|@dyn1|`, ... of the IR; anything
+  else that changed with the size (a mean's element count, a reshape of a
+  product of sizes, a size-dependent branch) keeps the dim static
+  (`StaticDim`, with the first differing line).
+- Saturation and compaction run once, on the symbolic program (`efir-opt`
+  accepts symbolic extents in pointwise ops, reductions and matmuls; its
+  verifier refuses a reshape of a symbolic extent, E0404, which keeps such
+  programs per-shape).
+- The kernels are not symbolic yet: `efir-translate` cannot lower a free
+  symbolic extent (E0801, "@dyn0 never splits a dim"). So at each new size
+  the candidates get the size in place of the symbol and are translated
+  (milliseconds in-process) and ranked by the static estimate at that size;
+  Triton compiles the kernels on their first launch, as for any shape.
+  Schedule tuning is not done for a family (the estimate chooses).
+"""
+
+import collections
+import logging
+import pathlib
+import re
+import shutil
+import sys
+import tempfile
+import time
+
+import torch
+
+log = logging.getLogger("efir")
+
+# A static extent as the .efir text writes it in a type: digits glued to
+# their `x`, first in `tensor<` or after another extent (`2x64x`,
+# `|@p|x8x`); never part of a name (`%a1x`, `@f2x`).
+_DIM = re.compile(r"(?:(?<=<)|(?<=\dx)|(?<=\|x))(\d+)(?=x)")
+SYMBOL = "dyn"
+
+
+class StaticDim(Exception):
+    """A dim asked to vary that the program cannot take symbolically; the
+    message says which and why. The caller compiles per shape instead."""
+
+
+def symbol(k):
+    return f"|@{SYMBOL}{k}|"
+
+
+def symbolize(text_a, text_b, pairs):
+    """The program of `text_a` (imported at the sizes `pairs[k][0]`) with
+    each extent that is `pairs[k][1]` in `text_b` (imported at those sizes)
+    written as symbol k. StaticDim when the texts differ elsewhere."""
+    if f"@{SYMBOL}" in text_a:
+        raise StaticDim(f"the program already uses a symbol @{SYMBOL}...")
+    a, b = _DIM.split(text_a), _DIM.split(text_b)
+    by_pair = {(str(x), str(y)): k for k, (x, y) in enumerate(pairs)}
+    out = []
+    for i, (x, y) in enumerate(zip(a, b)):
+        if i % 2 == 0 or x == y:  # text between extents, or an extent that did not move
+            if x != y:
+                raise StaticDim(f"the program changes with the size beyond its extents ({_diff(x, y)})")
+            out.append(x)
+        elif (x, y) in by_pair:
+            out.append(symbol(by_pair[(x, y)]))
+        else:
+            raise StaticDim(f"an extent is a function of the size, not the size itself ({x} became {y} in `{_line_end(out)}{x}x...`)")
+    if len(a) != len(b):
+        raise StaticDim("the program's structure changes with the size (one import has more extents)")
+    return "".join(out)
+
+
+def _diff(x, y):
+    """Where texts `x` and `y` first differ, a few characters either side."""
+    i = next((k for k, (u, v) in enumerate(zip(x, y)) if u != v), min(len(x), len(y)))
+    lo = max(0, i - 40)
+    one = lambda t: " ".join(t[lo : i + 40].split())  # noqa: E731
+    return f"`...{one(x)}...` against `...{one(y)}...`"
+
+
+def _line_end(parts):
+    return "".join(parts[-6:]).splitlines()[-1][-60:].lstrip() if parts else ""
+
+
+def instantiate(text, sizes):
+    """`text` with each symbol k replaced by the static extent sizes[k]."""
+    for k, n in enumerate(sizes):
+        text = text.replace(symbol(k) + "x", f"{int(n)}x")
+    return text
+
+
+class Family:
+    """A program compiled once for every size of its dynamic dims.
+
+    `make(sizes)` returns `(module, example tensors)` at those sizes (one
+    per symbol); `sizes_of(tensors)` reads the sizes of a call's tensors.
+    Building imports at `sizes` and at `sizes + offsets`, symbolizes, and
+    saturates and compacts once (`stages`); each new size is translated and
+    loaded on first use and kept (the `max_sizes` most recent)."""
+
+    def __init__(self, make, sizes, candidates, quiet, nat, stages_cls, export, import_program, load, args_cls, max_sizes=64):
+        self.sizes0 = tuple(int(s) for s in sizes)
+        self.kernels = collections.OrderedDict()
+        self.max_sizes = max_sizes
+        self.translations = 0
+        self.stats = {"stages": {}, "diagnostics": [], "translations": 0, "sizes": []}
+        self._nat, self._stages_cls, self._load = nat, stages_cls, load
+        t0 = time.time()
+        module, inputs = make(self.sizes0)
+        self.ep = export(module, inputs)
+        text_a = import_program(self.ep, "program")
+        other = tuple(s + k + 1 for k, s in enumerate(self.sizes0))
+        module_b, inputs_b = make(other)
+        text_b = import_program(export(module_b, inputs_b), "program")
+        self.stats["stages"]["export + import (2 sizes)"] = time.time() - t0
+        self.program = symbolize(text_a, text_b, list(zip(self.sizes0, other)))
+        if not any(symbol(k) in self.program for k in range(len(self.sizes0))):
+            log.info("efir: the dynamic dims do not reach the program's types; one program serves every size")
+        work = _tmp()
+        try:
+            tools = stages_cls(work, nat, self.stats["diagnostics"])
+            (work / "family.efir").write_text(self.program)
+            t0 = time.time()
+            if not quiet:
+                print("efir: saturate + compact (symbolic sizes) ...", flush=True, file=sys.stderr)
+            tools.opt(["--saturate", f"--compact=max-candidates={candidates}"], "family.efir", "cands.efir")
+            self.stats["stages"]["saturate + compact"] = time.time() - t0
+            self.candidates = (work / "cands.efir").read_text()
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        self.args = args_cls(self.ep)
+
+    def module(self, sizes):
+        """The loaded kernels module for `sizes` (translated on first use)."""
+        sizes = tuple(int(s) for s in sizes)
+        got = self.kernels.get(sizes)
+        if got is not None:
+            self.kernels.move_to_end(sizes)
+            return got
+        work = _tmp()
+        try:
+            tools = self._stages_cls(work, self._nat, self.stats["diagnostics"])
+            (work / "cands.efir").write_text(instantiate(self.candidates, sizes))
+            t0 = time.time()
+            program, _ = tools.translate("cands.efir", "kernels.py")
+            source = (work / "kernels.py").read_text()
+            mod = self._load(work / "kernels.py", source)
+            dt = time.time() - t0
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        self.translations += 1
+        self.stats["translations"] = self.translations
+        self.stats["sizes"].append(sizes)
+        log.info("efir: family translated for sizes %s in %.3f s (@%s)", sizes, dt, program)
+        self.kernels[sizes] = (mod, source, program)
+        while len(self.kernels) > self.max_sizes:
+            self.kernels.popitem(last=False)
+        return self.kernels[sizes]
+
+
+def _tmp():
+    return pathlib.Path(tempfile.mkdtemp(prefix="efir-family-"))
+
+
+def resized(tensors, where, sizes):
+    """Copies (zeros) of `tensors` whose dims `where[k]` (pairs (tensor
+    index, dim)) have size sizes[k]; the others unchanged."""
+    shapes = [list(t.shape) for t in tensors]
+    for k, places in enumerate(where):
+        for i, d in places:
+            shapes[i][d] = sizes[k]
+    out = []
+    for t, s in zip(tensors, shapes):
+        out.append(t if list(t.shape) == s else torch.zeros(s, dtype=t.dtype, device=t.device))
+    return out
+
+
+def sizes_of(tensors, where, what="input"):
+    """The size of each symbol in a call's `tensors`: `where[k]` lists its
+    (tensor index, dim) places, which must agree (else ValueError)."""
+    sizes = []
+    for k, places in enumerate(where):
+        vals = {int(tensors[i].shape[d]) for i, d in places}
+        if len(vals) != 1:
+            desc = ", ".join(f"{what} {i} dim {d} = {tensors[i].shape[d]}" for i, d in places)
+            raise ValueError(f"dynamic dim {k} has different sizes in one call ({desc})")
+        sizes.append(vals.pop())
+    return tuple(sizes)
+
+
+def parse_dynamic(dynamic, inputs):
+    """`compile(..., dynamic=...)` as a list of symbols, each a list of
+    (input index, dim) places; accepted: a dict name -> place or list of
+    places (one symbol per name: places that are the same size, such as
+    the batch of two inputs), or a list of places (one symbol each), a place
+    being `(input index, dim)`. ValueError/TypeError saying what is wrong."""
+    if isinstance(dynamic, dict):
+        groups = list(dynamic.values())
+    elif isinstance(dynamic, (list, tuple)):
+        groups = [[p] for p in dynamic] if not _is_place(dynamic) else [[tuple(dynamic)]]
+    else:
+        raise TypeError(f"dynamic must be a dict name -> (input, dim) places or a list of (input, dim) places, got {type(dynamic).__name__}")
+    out = []
+    for g in groups:
+        places = [tuple(g)] if _is_place(g) else [tuple(p) for p in g]
+        for p in places:
+            if not _is_place(p):
+                raise TypeError(f"a dynamic place is (input index, dim), got {p!r}")
+            i, d = p
+            if not 0 <= i < len(inputs):
+                raise ValueError(f"dynamic place {p}: there are {len(inputs)} inputs")
+            if not -inputs[i].dim() <= d < inputs[i].dim():
+                raise ValueError(f"dynamic place {p}: input {i} has {inputs[i].dim()} dims")
+        places = [(i, d % inputs[i].dim()) for i, d in places]
+        sizes = {int(inputs[i].shape[d]) for i, d in places}
+        if len(sizes) != 1:
+            raise ValueError(f"the places {places} of one dynamic dim have different sizes in the example inputs: {sorted(sizes)}")
+        if places:
+            out.append(places)
+    seen = [p for g in out for p in g]
+    if len(seen) != len(set(seen)):
+        raise ValueError("a dynamic place is named twice")
+    return out
+
+
+def _is_place(p):
+    return isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in p)

@@ -1,0 +1,150 @@
+"""One compile for a family of sizes (issue 33), under TRITON_INTERPRET=1
+(torch on the CPU, tiny shapes): `efir.compile(..., dynamic=...)` and the
+torch.compile backend saturate and compact a program once with its dynamic
+extents symbolic (`|@dyn0|`), and only translate it at each new size; a dim
+that the program cannot take symbolically is compiled per shape, with the
+reason."""
+
+import logging
+import os
+import pathlib
+import sys
+import warnings
+
+os.environ["TRITON_INTERPRET"] = "1"
+
+import pytest
+
+try:
+    import torch
+    import triton  # noqa: F401
+except ImportError:  # pragma: no cover
+    if os.environ.get("EFIR_REQUIRE_TRITON") == "1":
+        raise
+    pytest.skip("torch and triton are not installed", allow_module_level=True)
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+import efir  # noqa: E402,F401 (registers the backend)
+from efir import family as F  # noqa: E402
+
+C = sys.modules["efir.compile"]
+
+A = """func @program(%w: tensor<16x3xf32>, %x: tensor<3x5x16xf32>) -> tensor<3x5x3xf32> {
+  %y = tensor.matmul %x, %w : tensor<3x5x3xf32>
+  return %y : tensor<3x5x3xf32>
+}
+"""
+
+
+def test_symbolize_replaces_only_the_extents_that_moved():
+    # batch 3 -> 4 and sequence 5 -> 7: the weight's 3 and 16 stay static
+    # although the batch is also 3
+    b = A.replace("3x5x", "4x7x")
+    sym = F.symbolize(A, b, [(3, 4), (5, 7)])
+    assert "%w: tensor<16x3xf32>" in sym
+    assert "%x: tensor<|@dyn0|x|@dyn1|x16xf32>" in sym and "tensor<|@dyn0|x|@dyn1|x3xf32>" in sym
+    assert F.instantiate(sym, (3, 5)) == A and F.instantiate(sym, (4, 7)) == b
+
+
+def test_symbolize_refuses_what_is_not_an_extent():
+    # a mean's count (a constant) that changes with the size
+    a = A.replace("  return", "  %n = tensor.full<5.0> : tensor<f32>\n  return")
+    with pytest.raises(F.StaticDim, match=r"beyond its extents.*full<5\.0>.*full<7\.0>"):
+        F.symbolize(a, a.replace("3x5x", "4x7x").replace("<5.0>", "<7.0>"), [(3, 4), (5, 7)])
+    # a product of sizes (15 = 3 * 5 became 28), not a size itself
+    a = A.replace("  return", "  %r = tensor.reshape %x : tensor<15x16xf32>\n  return")
+    with pytest.raises(F.StaticDim, match="function of the size.*15 became 28"):
+        F.symbolize(a, a.replace("3x5x", "4x7x").replace("15x16", "28x16"), [(3, 4), (5, 7)])
+
+
+def test_parse_dynamic():
+    x, m = torch.zeros(3, 5, 16), torch.zeros(3, 1)
+    assert F.parse_dynamic({"batch": [(0, 0), (1, 0)], "seq": (0, -2)}, (x, m)) == [[(0, 0), (1, 0)], [(0, 1)]]
+    assert F.parse_dynamic([(0, 0), (0, 1)], (x, m)) == [[(0, 0)], [(0, 1)]]
+    with pytest.raises(ValueError, match="different sizes"):
+        F.parse_dynamic({"b": [(0, 0), (0, 1)]}, (x, m))
+    with pytest.raises(ValueError, match="input 1 has 2 dims"):
+        F.parse_dynamic([(1, 2)], (x, m))
+    with pytest.raises(TypeError):
+        F.parse_dynamic("batch", (x, m))
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.tanh(self.a(x)) * 2.0 + x
+
+
+class Block(Mlp):
+    """A mean over the sequence (keepdim): a reshape of the batch extent,
+    which the verifier does not take symbolically yet (E0404)."""
+
+    def forward(self, x):
+        return torch.tanh(self.a(x)) + x.mean(dim=1, keepdim=True)
+
+
+@pytest.fixture
+def saturations(monkeypatch):
+    """The `efir-opt --saturate --compact` runs (the expensive stage)."""
+    runs = []
+    real = C._Stages.opt
+    monkeypatch.setattr(C._Stages, "opt", lambda self, flags, src, out: (runs.append(src), real(self, flags, src, out))[1])
+    monkeypatch.setattr(C, "_BUILT", C.Reuse())
+    torch._dynamo.reset()
+    yield runs
+    torch._dynamo.reset()
+
+
+def test_compile_dynamic_batch_compiles_once(saturations):
+    torch.manual_seed(0)
+    m = Mlp().eval()
+    f = efir.compile(m, (torch.randn(4, 16),), candidates=2, quiet=True, dynamic={"batch": (0, 0)})
+    for b in (1, 3, 8, 17, 3):
+        x = torch.randn(b, 16)
+        assert torch.allclose(f(x), m(x), atol=1e-5), b
+    assert saturations == ["family.efir"]
+    assert f.family.translations == 4  # batch 3 seen again: not translated again
+    assert "|@dyn0|x16xf32" in f.family.program
+    assert "sizes translated: 4" in f.report()
+    with pytest.raises(ValueError, match="expected"):
+        f(torch.randn(3, 8))  # a static dim that changed
+
+
+def test_compile_dynamic_refuses_a_dim_that_must_stay_static(saturations):
+    with pytest.raises(C.CompileError, match="dynamic dims stay static.*E0404.*reshape"):
+        efir.compile(Block(), (torch.randn(3, 5, 16),), candidates=2, quiet=True, dynamic={"batch": (0, 0)})
+
+
+def test_torch_compile_dynamic_batch_and_sequence(saturations, caplog):
+    torch.manual_seed(0)
+    m = Mlp().eval()
+    cm = torch.compile(m, backend="efir", options={"candidates": 2}, dynamic=True)
+    shapes = [(3, 5), (8, 5), (17, 5), (3, 64), (17, 64), (1, 5), (1, 64), (8, 5)]
+    with warnings.catch_warnings(record=True) as w, caplog.at_level(logging.INFO, logger="efir"):
+        warnings.simplefilter("always")
+        for b, s in shapes:
+            x = torch.randn(b, s, 16)
+            assert torch.allclose(cm(x), m(x), atol=1e-5), (b, s)
+    assert not [x for x in w if "efir" in str(x.message)], [str(x.message) for x in w]
+    # two graphs (torch.compile specializes a batch of 1), each saturated once
+    assert saturations == ["family.efir", "family.efir"], saturations
+    assert sum("compiled a graph once for all its dynamic sizes" in r.message for r in caplog.records) == 2
+
+
+def test_torch_compile_static_dim_is_compiled_per_shape_with_the_reason(saturations, caplog):
+    torch.manual_seed(0)
+    m = Block().eval()
+    cm = torch.compile(m, backend="efir", options={"candidates": 2}, dynamic=True)
+    with caplog.at_level(logging.INFO, logger="efir"):
+        for b in (3, 8):
+            x = torch.randn(b, 5, 16)
+            assert torch.allclose(cm(x), m(x), atol=1e-5), b
+    # the mean over the sequence divides by its length, a constant that
+    # changes with it: the sequence stays static, so the graph is per shape
+    why = [r.message for r in caplog.records if "compiled per shape" in r.message]
+    assert len(why) == 1 and "beyond its extents" in why[0] and "full<5.0>" in why[0], why
+    assert saturations == ["program.efir", "program.efir"], saturations  # refused before saturation
