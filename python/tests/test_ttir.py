@@ -114,7 +114,7 @@ CASES = [(f"examples/small/{w}.efir", w) for w in (
 ]
 
 
-def _build_and_run(tmp_path, src, func, mutate=None):
+def _build_and_run(tmp_path, src, func, mutate=None, seed=0):
     import numpy as np
 
     sys.path.insert(0, str(ROOT / "python" / "tests"))
@@ -124,7 +124,7 @@ def _build_and_run(tmp_path, src, func, mutate=None):
     out = tmp_path / "ttir"
     subprocess.run([_translate(), "--to-ttir", str(ROOT / src), "--func", func, "--output-dir", str(out)], check=True)
     m = json.loads((out / f"{func}.ttir.json").read_text())
-    d = h.reference(ROOT / src, func, tmp_path / "ref")
+    d = h.reference(ROOT / src, func, tmp_path / "ref", seed=seed)
     ins = sorted((b for b in m["buffers"] if b["input"] is not None), key=lambda b: b["input"])
     xs = [np.load(d / f"in_{b['name']}.npy") for b in ins]
     texts = [(out / k["file"]).read_text() for k in m["kernels"]]
@@ -141,9 +141,54 @@ def test_ttir_numerics(tmp_path, src, func):
     assert errs and all(e <= 1e-2 for e in errs), errs
 
 
+# Kernels with loops of parallel reductions (online-softmax attention: a
+# repaired max/sum/sum reducer over key tiles, with the causal mask in
+# prefill), split-K kernels whose partial tiles are collected into a buffer
+# (a dim of |@k| tiles) and reduced by the next kernel, tuples of reducer
+# states, and a reduction over an axis that also tiles its result. Each runs
+# on fresh random inputs (the seed is in the failure message).
+LOOPS = [
+    ("examples/derivations/attn_decode.efir", "attn_decode"),
+    ("examples/derivations/attn_prefill.efir", "attn_prefill"),
+    ("examples/derivations/online_softmax.efir", "online_softmax"),
+    ("examples/tiled/attn_decode.efir", "attn_decode"),
+    ("examples/tiled/attn_decode_shared_k.efir", "attn_decode"),
+    ("examples/tiled/rowsum_shared_axis.efir", "f"),
+    ("examples/derivations/splitk_matmul.efir", "splitk"),
+    ("examples/derivations/lora_collect.efir", "lora"),
+    ("examples/tiled/lora_splitk.efir", "lora"),
+    ("examples/tiled/layernorm_gemm_splitk_stats.efir", "layernorm_gemm"),
+    ("lit-tests/TTIR/attention.efir", "attn_decode"),
+    ("lit-tests/TTIR/collect.efir", "splitk"),
+    ("lit-tests/TTIR/collect.efir", "pair"),
+]
+
+
+@pytest.mark.skipif(_translate() is None, reason="no efir-translate with the mlir feature (EFIR_TTIR_TRANSLATE)")
+@pytest.mark.parametrize("src,func", LOOPS, ids=[f"{pathlib.Path(c[0]).parent.name}/{pathlib.Path(c[0]).stem}/{c[1]}" for c in LOOPS])
+def test_ttir_loop_numerics(tmp_path, src, func):
+    import random
+
+    seed = random.randrange(1 << 31)
+    errs = _build_and_run(tmp_path, src, func, seed=seed)
+    assert errs and all(e <= 1e-2 for e in errs), (seed, errs)
+
+
 @pytest.mark.skipif(_translate() is None, reason="no efir-translate with the mlir feature (EFIR_TTIR_TRANSLATE)")
 def test_ttir_numerics_catches_a_wrong_kernel(tmp_path):
     # The check is not vacuous: one product turned into a sum is caught.
     errs = _build_and_run(tmp_path, "examples/small/gated_mlp.efir", "gated_mlp",
                           mutate=lambda t: t.replace("arith.mulf", "arith.addf", 1))
+    assert max(errs) > 1e-2, errs
+
+
+@pytest.mark.skipif(_translate() is None, reason="no efir-translate with the mlir feature (EFIR_TTIR_TRANSLATE)")
+def test_ttir_loop_numerics_catch_a_wrong_merge(tmp_path):
+    # The attention loop's check is not vacuous: the weighted-sum
+    # accumulator added to (not multiplied by) its repair factor is caught.
+    def mutate(t):
+        assert "arith.mulf %arg7, " in t
+        return t.replace("arith.mulf %arg7, ", "arith.addf %arg7, ", 1)
+
+    errs = _build_and_run(tmp_path, "lit-tests/TTIR/attention.efir", "attn_decode", mutate=mutate)
     assert max(errs) > 1e-2, errs

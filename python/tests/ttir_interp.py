@@ -19,7 +19,7 @@ import numpy as np
 NP = {"f16": np.float16, "bf16": np.float32, "f32": np.float32, "f64": np.float64,
       "i1": np.bool_, "i32": np.int32, "i64": np.int64}
 
-SSA = re.compile(r"%[\w$.-]+")
+SSA = re.compile(r"%[\w$.-]+(?:#\d+)?")
 
 
 class Ptr:
@@ -110,7 +110,13 @@ class Kernel:
                     for (name, _), v in zip(carried, vals):
                         env[name] = v
                     vals = self.exec(extra, env, bufs, pid)
-                env[res] = vals[0]
+                # `%r` for one result; `%r:n`, used as `%r#i`, for several.
+                name, _, n = res.partition(":")
+                if n:
+                    for j, v in enumerate(vals):
+                        env[f"{name}#{j}"] = v
+                else:
+                    env[name] = vals[0]
                 continue
             if kind == "reduce":
                 m = re.match(r'(%\S+) = "tt.reduce"\((%\S+)\).*axis = (\d+) : i32', line)

@@ -1,5 +1,6 @@
 //! The TTIR builder (feature `mlir`).
 
+use efir_dialect_red::{arity, repair_parts};
 use efir_ir::{Attr, AxisState, DType, Dim, Func, Module, Type as EType, ValueId};
 use efir_triton::{plan, Kernel, Plan, AUTO_K};
 use melior::dialect::DialectRegistry;
@@ -137,7 +138,7 @@ pub fn translate(m: &Module, f: &Func) -> Result<TtirProgram, String> {
     let ctx = context();
     let diags = diagnostics(&ctx);
     let mut buffers: Vec<Buffer> = Vec::new();
-    let mut index: HashMap<ValueId, usize> = HashMap::new();
+    let mut index: HashMap<(ValueId, usize), usize> = HashMap::new();
     let mut kernels = Vec::new();
     for k in &p.kernels {
         let kk = kernel(&ctx, &diags, &p, k, &mut buffers, &mut index).map_err(|e| {
@@ -181,22 +182,41 @@ fn bits(d: DType) -> u32 {
     }
 }
 
-fn static_shape(t: &EType) -> Result<(Vec<u64>, DType), String> {
-    let t = t
-        .as_tensor()
-        .ok_or("a tuple value (not covered by the TTIR path)")?;
-    let mut s = Vec::new();
-    for d in &t.shape {
-        match d {
-            Dim::Static(n) => s.push(*n),
-            Dim::Axis(a) => {
-                return Err(format!(
-                    "a dim of |@{a}| tiles (par.collect buffers are not covered by the TTIR path)"
-                ))
+/// The number of tiles of axis `a` at its block.
+fn tiles(p: &Plan<'_>, a: &str) -> Result<u64, String> {
+    let info = p.axes.get(a).ok_or_else(|| format!("unknown axis @{a}"))?;
+    match info.extent {
+        efir_triton::Extent::N(e) => Ok(e.div_ceil(info.default.max(1))),
+        efir_triton::Extent::Tiles(_) => Err(format!(
+            "axis @{a} over a tile count (not covered by the TTIR path)"
+        )),
+    }
+}
+
+/// The extents (a dim of `|@a|` tiles is the tile count of `@a` at its
+/// block) and dtype of each leaf of `t`.
+fn leaf_shapes(p: &Plan<'_>, t: &EType) -> Result<Vec<(Vec<u64>, DType)>, String> {
+    let mut out = Vec::new();
+    for l in t.leaves() {
+        let mut s = Vec::new();
+        for d in &l.shape {
+            match d {
+                Dim::Static(n) => s.push(*n),
+                Dim::Axis(a) => s.push(tiles(p, a)?),
             }
         }
+        out.push((s, l.dtype));
     }
-    Ok((s, t.dtype))
+    Ok(out)
+}
+
+fn static_shape(p: &Plan<'_>, t: &EType) -> Result<(Vec<u64>, DType), String> {
+    if t.as_tensor().is_none() {
+        return Err("a tuple value where a tensor is needed".into());
+    }
+    leaf_shapes(p, t)?
+        .pop()
+        .ok_or_else(|| "a value without a tensor".into())
 }
 
 fn layout_of(t: &EType) -> Layout {
@@ -211,6 +231,16 @@ fn layout_of(t: &EType) -> Layout {
         }
     }
     lay
+}
+
+/// The combining op and identity of a leaf reducer (`red.sum`, ...).
+fn leaf_reducer(name: &str) -> Option<(&'static str, f64)> {
+    match name {
+        "red.sum" => Some(("arith.addf", 0.0)),
+        "red.max" => Some(("arith.maxnumf", f64::NEG_INFINITY)),
+        "red.min" => Some(("arith.minnumf", f64::INFINITY)),
+        _ => None,
+    }
 }
 
 /// A float literal MLIR reads in type `d`.
@@ -283,6 +313,35 @@ struct Blk<'c, 'm> {
 impl Blk<'_, '_> {
     fn shape(&self) -> Vec<u64> {
         self.dims.iter().map(|d| d.size).collect()
+    }
+}
+
+/// The blocks of a value: a tensor's, or a tuple's fields'.
+#[derive(Clone)]
+enum Val<'c, 'm> {
+    T(Blk<'c, 'm>),
+    Tup(Vec<Val<'c, 'm>>),
+}
+
+impl<'c, 'm> Val<'c, 'm> {
+    /// The leaves' blocks, in field order.
+    fn blocks(&self) -> Vec<Blk<'c, 'm>> {
+        match self {
+            Val::T(b) => vec![b.clone()],
+            Val::Tup(v) => v.iter().flat_map(Val::blocks).collect(),
+        }
+    }
+
+    /// The deepest scope a block of it lives in.
+    fn depth(&self) -> usize {
+        self.blocks().iter().map(|b| b.depth).max().unwrap_or(0)
+    }
+
+    fn tensor(self) -> Result<Blk<'c, 'm>, String> {
+        match self {
+            Val::T(b) => Ok(b),
+            Val::Tup(_) => Err("a tuple value where a tensor is needed".into()),
+        }
     }
 }
 
@@ -364,30 +423,47 @@ fn kernel(
     p: &Plan<'_>,
     k: &Kernel,
     buffers: &mut Vec<Buffer>,
-    index: &mut HashMap<ValueId, usize>,
+    index: &mut HashMap<(ValueId, usize), usize>,
 ) -> Result<TtirKernel, String> {
     let f = p.func;
-    if k.collect {
-        return Err("a par.collect kernel (not covered by the TTIR path)".into());
-    }
     let loc = Location::unknown(ctx);
-    let bufs = kernel_buffers(p, k);
+    // One pointer per leaf of each buffer (a tuple buffer is one per field).
+    let mut bufs: Vec<(ValueId, usize)> = Vec::new();
     let mut args = Vec::new();
     let mut arg_tys = Vec::new();
-    for v in &bufs {
-        let (shape, dt) = static_shape(f.ty(*v))?;
-        let i = *index.entry(*v).or_insert_with(|| {
-            buffers.push(Buffer {
-                name: f.value(*v).name.clone(),
-                shape: shape.clone(),
-                dtype: dtype_name(dt).into(),
-                input: f.params.iter().position(|x| x == v),
-                output: f.returns.iter().position(|x| x == v),
+    for v in kernel_buffers(p, k) {
+        let leaves = leaf_shapes(p, f.ty(v))?;
+        let tuple = f.ty(v).as_tensor().is_none();
+        let (input, output) = (
+            f.params.iter().position(|x| *x == v),
+            f.returns.iter().position(|x| *x == v),
+        );
+        if tuple && (input.is_some() || output.is_some()) {
+            return Err(format!(
+                "`%{}`, a tuple program input or result (not covered by the TTIR path)",
+                f.value(v).name
+            ));
+        }
+        for (leaf, (shape, dt)) in leaves.into_iter().enumerate() {
+            let i = *index.entry((v, leaf)).or_insert_with(|| {
+                let name = f.value(v).name.clone();
+                buffers.push(Buffer {
+                    name: if tuple {
+                        format!("{name}.{leaf}")
+                    } else {
+                        name
+                    },
+                    shape,
+                    dtype: dtype_name(dt).into(),
+                    input,
+                    output,
+                });
+                buffers.len() - 1
             });
-            buffers.len() - 1
-        });
-        args.push(i);
-        arg_tys.push(format!("!tt.ptr<{}>", dtype_name(dt)));
+            bufs.push((v, leaf));
+            args.push(i);
+            arg_tys.push(format!("!tt.ptr<{}>", dtype_name(dt)));
+        }
     }
     let name = format!(
         "k{}_{}",
@@ -398,14 +474,7 @@ fn kernel(
     let mut grid = 1u64;
     let mut nts = Vec::new();
     for (a, _) in &k.grid {
-        let info = p
-            .axes
-            .get(a)
-            .ok_or_else(|| format!("unknown grid axis @{a}"))?;
-        let efir_triton::Extent::N(e) = info.extent else {
-            return Err(format!("grid axis @{a} over a tile count (not covered)"));
-        };
-        let nt = e.div_ceil(info.default.max(1));
+        let nt = tiles(p, a)?;
         nts.push(nt);
         grid *= nt;
     }
@@ -441,9 +510,23 @@ fn kernel(
         .add_regions([region])
         .build()
         .map_err(|e| e.to_string())?;
+    // The kernel's own num_warps/num_stages where a schedule gives them (as
+    // the Python build launches it), else the program's.
+    let warps = p
+        .kernel_warps
+        .get(k.index)
+        .copied()
+        .flatten()
+        .unwrap_or(p.warps);
+    let stages = p
+        .kernel_stages
+        .get(k.index)
+        .copied()
+        .flatten()
+        .unwrap_or(p.stages);
     let module_attrs = [
-        ("efir.num_warps", format!("{} : i32", p.warps)),
-        ("efir.num_stages", format!("{} : i32", p.stages)),
+        ("efir.num_warps", format!("{warps} : i32")),
+        ("efir.num_stages", format!("{stages} : i32")),
         ("efir.grid", format!("{grid} : i32")),
     ];
     {
@@ -466,6 +549,9 @@ fn kernel(
             memo: HashMap::new(),
             args: HashMap::new(),
             pad16: small_dot_extents(p, k.body),
+            idx: HashMap::new(),
+            alias: HashMap::new(),
+            sigs: efir_triton::signatures(p.module, f),
         };
         for (i, v) in bufs.iter().enumerate() {
             let x = body.argument(i).map_err(|e| e.to_string())?;
@@ -489,8 +575,8 @@ fn kernel(
         text: module.as_operation().to_string(),
         args,
         grid,
-        num_warps: p.warps,
-        num_stages: p.stages,
+        num_warps: warps,
+        num_stages: stages,
     })
 }
 
@@ -503,9 +589,17 @@ struct Em<'c, 'm, 'p, 'a> {
     bound: HashMap<String, (usize, Value<'c, 'm>)>,
     /// `tt.make_range(0, n)` at the top level.
     ranges: HashMap<u64, Value<'c, 'm>>,
-    memo: HashMap<(ValueId, Layout), Blk<'c, 'm>>,
-    args: HashMap<ValueId, Value<'c, 'm>>,
+    memo: HashMap<(ValueId, Layout), Val<'c, 'm>>,
+    args: HashMap<(ValueId, usize), Value<'c, 'm>>,
     pad16: HashSet<u64>,
+    /// The tile index (an i32) of each bound axis.
+    idx: HashMap<String, Value<'c, 'm>>,
+    /// Aliases of axes: inside a loop over an axis that the requested
+    /// tiling also uses, the request's tiles are named by an alias bound
+    /// like the outer binding (see [`Em::par_reduce`]).
+    alias: HashMap<String, String>,
+    /// Signatures of the functions the reducers call.
+    sigs: efir_ir::dialect::Signatures,
 }
 
 type R<T> = Result<T, String>;
@@ -610,10 +704,12 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         let s = self.val(depth, "tt.splat", &[start], &t, &[])?;
         let offs = self.val(depth, "arith.addi", &[s, r], &t, &[])?;
         self.bound.insert(a.to_string(), (depth, offs));
+        self.idx.insert(a.to_string(), idx);
         Ok(())
     }
 
     fn block_of(&self, a: &str) -> R<u64> {
+        let a = self.alias.get(a).map(String::as_str).unwrap_or(a);
         Ok(self
             .p
             .axes
@@ -745,26 +841,37 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         Ok(m)
     }
 
-    /// Pointers into buffer `v` (row-major over `exts`) at the block `dims`.
+    /// Pointers into leaf `buf.1` of buffer `buf.0` (row-major over
+    /// `exts`) at the block `dims`; with `lead` (a collect buffer's tile
+    /// index), into slice `lead` of the buffer, whose leading dim `exts`
+    /// leaves out (`lead.1` slices).
     fn ptrs(
         &self,
-        v: ValueId,
+        buf: (ValueId, usize),
         dims: &[Bd<'c, 'm>],
         exts: &[u64],
         dt: DType,
         depth: usize,
+        lead: Option<(Value<'c, 'm>, u64)>,
     ) -> R<Value<'c, 'm>> {
-        let base = *self
+        let mut base = *self
             .args
-            .get(&v)
+            .get(&buf)
             .ok_or("a buffer that is not an argument")?;
-        let elems: u128 = exts.iter().map(|e| *e as u128).product();
+        let mut elems: u128 = exts.iter().map(|e| *e as u128).product();
+        let pt = format!("!tt.ptr<{}>", dtype_name(dt));
+        if let Some((i, slices)) = lead {
+            elems *= slices as u128;
+            let n: u64 = exts.iter().product();
+            let c = self.const_i32(depth, n as i64)?;
+            let off = self.val(depth, "arith.muli", &[i, c], "i32", &[])?;
+            base = self.val(depth, "tt.addptr", &[base, off], &pt, &[])?;
+        }
         if elems >= 1 << 31 {
             return Err("a buffer of 2^31 elements or more (64-bit offsets are not covered by the TTIR path)".into());
         }
         let r = dims.len();
         let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
-        let pt = format!("!tt.ptr<{}>", dtype_name(dt));
         if r == 0 {
             return Ok(base);
         }
@@ -790,11 +897,28 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         self.val(depth, "tt.addptr", &[b, acc], &tp, &[])
     }
 
-    fn load(&mut self, v: ValueId, lay: &Layout) -> R<Blk<'c, 'm>> {
-        let (exts, dt) = static_shape(self.p.func.ty(v))?;
-        let (dims, depth) = self.dims(&exts, lay)?;
+    fn load(&mut self, v: ValueId, lay: &Layout) -> R<Val<'c, 'm>> {
+        let leaves = leaf_shapes(self.p, self.p.func.ty(v))?;
+        let mut out = Vec::new();
+        for (leaf, (exts, dt)) in leaves.into_iter().enumerate() {
+            out.push(Val::T(self.load_leaf((v, leaf), &exts, dt, lay)?));
+        }
+        if self.p.func.ty(v).as_tensor().is_some() {
+            return out.pop().ok_or_else(|| "a value without a tensor".into());
+        }
+        Ok(Val::Tup(out))
+    }
+
+    fn load_leaf(
+        &mut self,
+        buf: (ValueId, usize),
+        exts: &[u64],
+        dt: DType,
+        lay: &Layout,
+    ) -> R<Blk<'c, 'm>> {
+        let (dims, depth) = self.dims(exts, lay)?;
         let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
-        let ptr = self.ptrs(v, &dims, &exts, dt, depth)?;
+        let ptr = self.ptrs(buf, &dims, exts, dt, depth, None)?;
         let rt = ty_text(&shape, dtype_name(dt));
         let x = match self.mask(&dims, depth)? {
             None => self.val(
@@ -823,7 +947,13 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         })
     }
 
+    /// The block of tensor `v` in tiling `lay`.
     fn emit(&mut self, v: ValueId, lay: &Layout) -> R<Blk<'c, 'm>> {
+        self.emit_val(v, lay)?.tensor()
+    }
+
+    /// The blocks of `v` (a tensor or a tuple) in tiling `lay`.
+    fn emit_val(&mut self, v: ValueId, lay: &Layout) -> R<Val<'c, 'm>> {
         if let Some(x) = self.memo.get(&(v, lay.clone())) {
             return Ok(x.clone());
         }
@@ -905,7 +1035,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
     /// broadcast to the result's block (numpy rules: aligned right, unit
     /// dims stretched).
     fn operand(&mut self, o: ValueId, er: &[u64], lay: &Layout) -> R<Blk<'c, 'm>> {
-        let (ea, _) = static_shape(self.p.func.ty(o))?;
+        let (ea, _) = static_shape(self.p, self.p.func.ty(o))?;
         let k = er.len() - ea.len();
         let la: Layout = (0..ea.len())
             .map(|j| {
@@ -944,14 +1074,48 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         })
     }
 
-    fn emit_op(&mut self, v: ValueId, lay: &Layout) -> R<Blk<'c, 'm>> {
+    fn emit_op(&mut self, v: ValueId, lay: &Layout) -> R<Val<'c, 'm>> {
+        let f = self.p.func;
+        let i = self.p.def[v.index()].ok_or("a parameter that is not a buffer")?;
+        let op = &f.ops[i];
+        match op.name.as_str() {
+            "par.partition" | "par.replicate" | "par.combine" => self.emit_val(op.operands[0], lay),
+            "tensor.tuple" => {
+                let mut out = Vec::new();
+                for o in &op.operands {
+                    if layout_of(f.ty(*o)).len() != lay.len() {
+                        return Err(
+                            "a tuple of values of different ranks inside a kernel (not covered by the TTIR path)"
+                                .into(),
+                        );
+                    }
+                    out.push(self.emit_val(*o, lay)?);
+                }
+                Ok(Val::Tup(out))
+            }
+            "tensor.get" => {
+                let idx = op.attrs.get("index").and_then(Attr::as_int).unwrap_or(0) as usize;
+                match self.emit_val(op.operands[0], lay)? {
+                    Val::Tup(fs) => fs
+                        .get(idx)
+                        .cloned()
+                        .ok_or_else(|| "tensor.get out of range".into()),
+                    x => Ok(x),
+                }
+            }
+            "tensor.reduce" => self.reduce(v, lay),
+            "par.reduce" => self.par_reduce(v, lay),
+            _ => self.emit_tensor_op(v, lay).map(Val::T),
+        }
+    }
+
+    fn emit_tensor_op(&mut self, v: ValueId, lay: &Layout) -> R<Blk<'c, 'm>> {
         let f = self.p.func;
         let i = self.p.def[v.index()].ok_or("a parameter that is not a buffer")?;
         let op = &f.ops[i];
         let name = op.name.as_str();
-        let (er, rdt) = static_shape(f.ty(v))?;
+        let (er, rdt) = static_shape(self.p, f.ty(v))?;
         match name {
-            "par.partition" | "par.replicate" | "par.combine" => self.emit(op.operands[0], lay),
             "tensor.full" => {
                 let x = op.attrs.get("value").and_then(Attr::as_f64).unwrap_or(0.0);
                 let (dims, _) = self.dims(&er, lay)?;
@@ -984,7 +1148,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             "tensor.broadcast" => self.operand(op.operands[0], &er, lay),
             "tensor.reshape" => {
                 let a = op.operands[0];
-                let (ea, _) = static_shape(f.ty(a))?;
+                let (ea, _) = static_shape(self.p, f.ty(a))?;
                 let nu_a: Vec<usize> = (0..ea.len()).filter(|j| ea[*j] != 1).collect();
                 let nu_r: Vec<usize> = (0..er.len()).filter(|j| er[*j] != 1).collect();
                 if nu_a.len() != nu_r.len() || nu_a.iter().zip(&nu_r).any(|(x, y)| ea[*x] != er[*y])
@@ -1059,7 +1223,6 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     depth,
                 })
             }
-            "tensor.reduce" => self.reduce(v, lay),
             "tensor.matmul" | "tile.matmul" => self.matmul(v, lay),
             _ if name.starts_with("ew.") => self.pointwise(v, lay),
             other => Err(format!(
@@ -1071,12 +1234,22 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
     fn pointwise(&mut self, v: ValueId, lay: &Layout) -> R<Blk<'c, 'm>> {
         let f = self.p.func;
         let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
-        let name = op.name.as_str();
-        let (er, rdt) = static_shape(f.ty(v))?;
+        let (er, rdt) = static_shape(self.p, f.ty(v))?;
         let mut xs = Vec::new();
         for o in &op.operands {
             xs.push(self.operand(*o, &er, lay)?);
         }
+        self.pointwise_blocks(&op.name, &op.attrs, xs, rdt)
+    }
+
+    /// Pointwise op `name` over blocks of one shape, giving `rdt`.
+    fn pointwise_blocks(
+        &self,
+        name: &str,
+        attrs: &indexmap::IndexMap<String, Attr>,
+        mut xs: Vec<Blk<'c, 'm>>,
+        rdt: DType,
+    ) -> R<Blk<'c, 'm>> {
         let depth = xs.iter().map(|x| x.depth).max().unwrap_or(0);
         for x in xs.iter_mut() {
             x.depth = depth;
@@ -1160,8 +1333,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 self.with(a, v, a.dt)
             }
             "ew.cmp" => {
-                let pred = op
-                    .attrs
+                let pred = attrs
                     .get("pred")
                     .and_then(Attr::as_word)
                     .ok_or("ew.cmp without a predicate")?;
@@ -1275,54 +1447,457 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         Ok(r.result(0).map_err(|e| e.to_string())?.into())
     }
 
-    fn reduce(&mut self, v: ValueId, lay: &Layout) -> R<Blk<'c, 'm>> {
+    /// The tiling of operand `a` of a reduction over dim `d`: the result's,
+    /// with the reduced dim tiled as `a` is (by the axis of a parallel
+    /// reduction, whose loop binds it) or whole.
+    fn reduce_input_layout(&self, a: ValueId, lay: &Layout, d: usize) -> Layout {
+        let mut la = lay.clone();
+        la.insert(d, layout_of(self.p.func.ty(a)).get(d).cloned().flatten());
+        la
+    }
+
+    fn reduce(&mut self, v: ValueId, lay: &Layout) -> R<Val<'c, 'm>> {
         let f = self.p.func;
         let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
         let d = op.attrs.get("dim").and_then(Attr::as_int).unwrap_or(0) as usize;
         let r = op.attrs.get("reducer").ok_or("reduce without reducer")?;
-        let (combine, ident) = match r {
-            Attr::Term(n, args) if args.is_empty() && n == "red.sum" => ("arith.addf", 0.0),
-            Attr::Term(n, args) if args.is_empty() && n == "red.max" => {
-                ("arith.maxnumf", f64::NEG_INFINITY)
-            }
-            Attr::Term(n, args) if args.is_empty() && n == "red.min" => {
-                ("arith.minnumf", f64::INFINITY)
-            }
-            _ => {
-                return Err(format!(
-                    "reducer `{r}` (not covered by the TTIR path; sum, max and min are)"
-                ))
-            }
-        };
-        let (er, rdt) = static_shape(f.ty(v))?;
         let a = op.operands[0];
-        let mut la = lay.clone();
-        la.insert(d, None);
-        // The reduced dim whole; the others as the result's.
-        let x = self.emit(a, &la)?;
-        if !is_float(x.dt) {
-            return Err("an integer reduction (not covered by the TTIR path)".into());
+        let la = self.reduce_input_layout(a, lay, d);
+        let xs = self.emit_val(a, &la)?.blocks();
+        let states = self.tile_reduce(r, &xs, d)?;
+        self.finish(v, lay, states)
+    }
+
+    /// Reducer states (f32 blocks) as the blocks of `v`, in its dtypes.
+    fn finish(&mut self, v: ValueId, lay: &Layout, states: Vec<Blk<'c, 'm>>) -> R<Val<'c, 'm>> {
+        let t = self.p.func.ty(v);
+        let leaves = leaf_shapes(self.p, t)?;
+        if leaves.len() != states.len() {
+            return Err("the reducer's state count differs from the result's fields".into());
         }
-        let x = self.cast(&x, DType::F32)?;
-        let x = self.pad(&x, d, ident)?;
-        let s = self.tt_reduce(&x, d, combine)?;
-        let (dims, dd) = self.dims(&er, lay)?;
-        let b = Blk {
-            v: s,
-            dims,
-            dt: DType::F32,
-            depth: dd.max(x.depth),
+        let mut out = Vec::new();
+        for ((er, rdt), s) in leaves.into_iter().zip(states) {
+            let (dims, dd) = self.dims(&er, lay)?;
+            let b = Blk {
+                v: s.v,
+                dims,
+                dt: s.dt,
+                depth: dd.max(s.depth),
+            };
+            out.push(Val::T(self.cast(&b, rdt)?));
+        }
+        if t.as_tensor().is_some() {
+            return out.pop().ok_or_else(|| "no state".into());
+        }
+        Ok(Val::Tup(out))
+    }
+
+    /// Reduce blocks `xs` (the fields of one input) along dim `d` with
+    /// reducer `r`: its states, f32 blocks without dim `d`.
+    fn tile_reduce(&mut self, r: &Attr, xs: &[Blk<'c, 'm>], d: usize) -> R<Vec<Blk<'c, 'm>>> {
+        let Attr::Term(name, args) = r else {
+            return Err(format!("malformed reducer `{r}`"));
         };
-        self.cast(&b, rdt)
+        match name.as_str() {
+            "red.sum" | "red.max" | "red.min" if args.is_empty() => {
+                let (combine, ident) = leaf_reducer(name).ok_or("malformed reducer")?;
+                let x = xs.first().ok_or("a reduction of nothing")?;
+                if !is_float(x.dt) {
+                    return Err("an integer reduction (not covered by the TTIR path)".into());
+                }
+                let x = self.cast(x, DType::F32)?;
+                let x = self.pad(&x, d, ident)?;
+                let s = self.tt_reduce(&x, d, combine)?;
+                let mut dims = x.dims.clone();
+                dims.remove(d);
+                Ok(vec![Blk {
+                    v: s,
+                    dims,
+                    dt: DType::F32,
+                    depth: x.depth,
+                }])
+            }
+            "red.prod" => {
+                let mut out = Vec::new();
+                let mut rest = xs;
+                for (_, c) in args {
+                    let n = arity(c, &self.sigs).ok_or("malformed product")?.inputs;
+                    let (h, t) = rest.split_at(n.min(rest.len()));
+                    out.extend(self.tile_reduce(c, h, d)?);
+                    rest = t;
+                }
+                Ok(out)
+            }
+            "red.repair" => {
+                let (p, c, fname, _) = repair_parts(args).ok_or("malformed repair")?;
+                let ip = arity(p, &self.sigs).ok_or("malformed repair")?.inputs;
+                let s = self.tile_reduce(p, &xs[..ip.min(xs.len())], d)?;
+                // f(x..., s...) over the tile, the producer's states
+                // broadcast along `d`; then the consumer over its results.
+                let x0 = xs.first().ok_or("a reduction of nothing")?;
+                let depth = xs
+                    .iter()
+                    .chain(&s)
+                    .map(|b| b.depth)
+                    .max()
+                    .unwrap_or(0);
+                let mut fargs = Vec::new();
+                for b in xs {
+                    if b.shape() != x0.shape() {
+                        return Err(
+                            "a repaired reduction of fields with different blocks (not covered by the TTIR path)"
+                                .into(),
+                        );
+                    }
+                    let mut x = self.cast(b, DType::F32)?;
+                    x.depth = depth;
+                    fargs.push(x);
+                }
+                for sv in &s {
+                    fargs.push(self.unreduce(sv, d, &x0.dims, depth)?);
+                }
+                let ys = self.inline(fname, fargs, depth)?;
+                let cs = self.tile_reduce(c, &ys, d)?;
+                Ok(s.into_iter().chain(cs).collect())
+            }
+            _ => Err(format!(
+                "reducer `{r}` (not covered by the TTIR path; sum, max, min, their products and repairs are)"
+            )),
+        }
+    }
+
+    /// State block `s` (without dim `d`) broadcast along `d` to `dims`.
+    fn unreduce(
+        &self,
+        s: &Blk<'c, 'm>,
+        d: usize,
+        dims: &[Bd<'c, 'm>],
+        depth: usize,
+    ) -> R<Blk<'c, 'm>> {
+        let to: Vec<u64> = dims.iter().map(|b| b.size).collect();
+        let elt = dtype_name(s.dt);
+        let v = if s.dims.is_empty() {
+            self.val(depth, "tt.splat", &[s.v], &ty_text(&to, elt), &[])?
+        } else {
+            let mut unit = s.shape();
+            unit.insert(d, 1);
+            let e = self.val(
+                depth,
+                "tt.expand_dims",
+                &[s.v],
+                &ty_text(&unit, elt),
+                &[("axis", format!("{d} : i32"))],
+            )?;
+            self.bcast(depth, e, &unit, &to, elt)?
+        };
+        Ok(Blk {
+            v,
+            dims: dims.to_vec(),
+            dt: s.dt,
+            depth,
+        })
+    }
+
+    /// Function `fname` of the module (pointwise, over scalars) applied to
+    /// blocks of one shape, at `depth`: its results, in f32.
+    fn inline(&mut self, fname: &str, args: Vec<Blk<'c, 'm>>, depth: usize) -> R<Vec<Blk<'c, 'm>>> {
+        let g = self
+            .p
+            .module
+            .func(fname)
+            .ok_or_else(|| format!("no function @{fname}"))?;
+        if g.params.len() != args.len() {
+            return Err(format!(
+                "@{fname} takes {} arguments, the reducer gives {}",
+                g.params.len(),
+                args.len()
+            ));
+        }
+        let proto = args.first().cloned().ok_or("a function of no arguments")?;
+        let mut env: HashMap<ValueId, Blk<'c, 'm>> = g.params.iter().copied().zip(args).collect();
+        for op in &g.ops {
+            let (rs, dt) = static_shape(self.p, g.ty(op.result))?;
+            if !rs.is_empty() {
+                return Err(format!("@{fname} is not over scalars"));
+            }
+            let b = match op.name.as_str() {
+                "tensor.full" => {
+                    let x = op.attrs.get("value").and_then(Attr::as_f64).unwrap_or(0.0);
+                    let v = self.splat_const(depth, x, &proto.shape(), dt)?;
+                    Blk {
+                        v,
+                        dims: proto.dims.clone(),
+                        dt,
+                        depth,
+                    }
+                }
+                n if n.starts_with("ew.") => {
+                    let mut xs = Vec::new();
+                    for o in &op.operands {
+                        xs.push(env.get(o).cloned().ok_or("an operand defined later")?);
+                    }
+                    self.pointwise_blocks(n, &op.attrs, xs, dt)?
+                }
+                other => {
+                    return Err(format!(
+                        "`{other}` in @{fname} (not covered by the TTIR path)"
+                    ))
+                }
+            };
+            env.insert(op.result, b);
+        }
+        let mut out = Vec::new();
+        for x in &g.returns {
+            let b = env.get(x).ok_or("a result defined nowhere")?;
+            out.push(self.cast(b, DType::F32)?);
+        }
+        Ok(out)
+    }
+
+    /// Merge reducer states `a` and `b` (f32 blocks of one shape) at `depth`.
+    fn combine(
+        &mut self,
+        r: &Attr,
+        a: &[Blk<'c, 'm>],
+        b: &[Blk<'c, 'm>],
+        depth: usize,
+    ) -> R<Vec<Blk<'c, 'm>>> {
+        let Attr::Term(name, args) = r else {
+            return Err(format!("malformed reducer `{r}`"));
+        };
+        match name.as_str() {
+            "red.sum" | "red.max" | "red.min" if args.is_empty() => {
+                let (op, _) = leaf_reducer(name).ok_or("malformed reducer")?;
+                let (x, y) = (
+                    a.first().ok_or("no state")?,
+                    b.first().ok_or("no state")?,
+                );
+                let v = self.val(depth, op, &[x.v, y.v], &ty_text(&x.shape(), "f32"), &[])?;
+                Ok(vec![Blk {
+                    v,
+                    dims: x.dims.clone(),
+                    dt: DType::F32,
+                    depth,
+                }])
+            }
+            "red.prod" => {
+                let mut out = Vec::new();
+                let (mut ra, mut rb) = (a, b);
+                for (_, c) in args {
+                    let n = arity(c, &self.sigs).ok_or("malformed product")?.states;
+                    let (ha, ta) = ra.split_at(n.min(ra.len()));
+                    let (hb, tb) = rb.split_at(n.min(rb.len()));
+                    out.extend(self.combine(c, ha, hb, depth)?);
+                    (ra, rb) = (ta, tb);
+                }
+                Ok(out)
+            }
+            "red.repair" => {
+                // s = p(s1, s2); each consumer state repaired to s by h,
+                // then merged.
+                let (p, c, _, h) = repair_parts(args).ok_or("malformed repair")?;
+                let np = arity(p, &self.sigs).ok_or("malformed repair")?.states;
+                let (s1, c1) = a.split_at(np.min(a.len()));
+                let (s2, c2) = b.split_at(np.min(b.len()));
+                let s = self.combine(p, s1, s2, depth)?;
+                let args1: Vec<_> = c1.iter().chain(s1).chain(&s).cloned().collect();
+                let args2: Vec<_> = c2.iter().chain(s2).chain(&s).cloned().collect();
+                let c1 = self.inline(h, args1, depth)?;
+                let c2 = self.inline(h, args2, depth)?;
+                let cs = self.combine(c, &c1, &c2, depth)?;
+                Ok(s.into_iter().chain(cs).collect())
+            }
+            _ => Err(format!(
+                "reducer `{r}` (not covered by the TTIR path; sum, max, min, their products and repairs are)"
+            )),
+        }
+    }
+
+    /// `par.reduce`: an `scf.for` over the tiles of its axis, carrying one
+    /// f32 accumulator per state field (started at the reducer's
+    /// identity); each iteration computes the tile's states with the axis
+    /// bound to the loop's tile and merges them into the accumulators.
+    fn par_reduce(&mut self, v: ValueId, lay: &Layout) -> R<Val<'c, 'm>> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let r = op
+            .attrs
+            .get("reducer")
+            .ok_or("par.reduce without reducer")?
+            .clone();
+        let axis = op
+            .attrs
+            .get("axis")
+            .and_then(Attr::as_symbol)
+            .ok_or("par.reduce without axis")?
+            .to_string();
+        let x = op.operands[0];
+        let outer = self.scopes.len() - 1;
+        // A reduction over an axis already bound (a grid axis, an enclosing
+        // loop) runs its own loop over it: inside, the axis has fresh
+        // offsets, and what was computed from the outer binding is hidden.
+        let shadow = self.bound.get(&axis).copied().map(|b| {
+            let memo = self.memo.clone();
+            self.memo.retain(|_, x| x.depth() < b.0);
+            (b, self.idx.get(&axis).copied(), memo)
+        });
+        // A result tiled by the axis it reduces over needs both bindings in
+        // one block: its tiles are asked for under an alias bound like the
+        // outer binding.
+        let mut alias = None;
+        let inner_lay: Layout = if lay.iter().flatten().any(|a| *a == axis) {
+            let Some((b, _, _)) = &shadow else {
+                return Err(format!(
+                    "a value tiled by @{axis} where @{axis} is not bound"
+                ));
+            };
+            let al = format!("{axis}@{}", self.alias.len());
+            self.bound.insert(al.clone(), *b);
+            self.alias.insert(al.clone(), axis.clone());
+            let l = lay
+                .iter()
+                .map(|a| match a {
+                    Some(x) if *x == axis => Some(al.clone()),
+                    _ => a.clone(),
+                })
+                .collect();
+            alias = Some(al);
+            l
+        } else {
+            lay.clone()
+        };
+        let leaves = leaf_shapes(self.p, f.ty(v))?;
+        let idents = efir_dialect_red::identity(&r)
+            .ok_or_else(|| format!("reducer `{r}` without an identity"))?;
+        if idents.len() != leaves.len() {
+            return Err("the reducer's state count differs from the result's fields".into());
+        }
+        let mut inits = Vec::new();
+        let mut acc_dims = Vec::new();
+        let mut acc_tys = Vec::new();
+        for ((er, _), id) in leaves.iter().zip(&idents) {
+            let (dims, _) = self.dims(er, lay)?;
+            let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
+            inits.push(self.splat_const(outer, *id, &shape, DType::F32)?);
+            acc_tys.push(self.ty(&ty_text(&shape, "f32"))?);
+            acc_dims.push(dims);
+        }
+        let nt = tiles(self.p, &axis)?;
+        let lb = self.const_i32(0, 0)?;
+        let ub = self.const_i32(0, nt as i64)?;
+        let st = self.const_i32(0, 1)?;
+        let i32t = self.ty("i32")?;
+        let mut block_args = vec![(i32t, self.loc)];
+        block_args.extend(acc_tys.iter().map(|t| (*t, self.loc)));
+        let region = Region::new();
+        region.append_block(Block::new(&block_args));
+        let mut operands = vec![lb, ub, st];
+        operands.extend(&inits);
+        let forop = OperationBuilder::new("scf.for", self.loc)
+            .add_operands(&operands)
+            .add_results(&acc_tys)
+            .add_regions([region])
+            .build()
+            .map_err(|e| format!("scf.for: {e}"))?;
+        let fref = self.place(outer, forop);
+        let body = fref
+            .region(0)
+            .map_err(|e| e.to_string())?
+            .first_block()
+            .ok_or("scf.for without a block")?;
+        self.scopes.push(Scope {
+            block: body,
+            anchor: Some(fref),
+        });
+        let inner = self.scopes.len() - 1;
+        let iv: Value = body.argument(0).map_err(|e| e.to_string())?.into();
+        let mut accs = Vec::new();
+        for (i, dims) in acc_dims.iter().enumerate() {
+            accs.push(Blk {
+                v: body.argument(i + 1).map_err(|e| e.to_string())?.into(),
+                dims: dims.clone(),
+                dt: DType::F32,
+                depth: inner,
+            });
+        }
+        let res = self
+            .bind(&axis, iv, inner)
+            .and_then(|_| self.reduce_iteration(&r, x, &inner_lay, &accs, inner));
+        // Close the loop whatever happened, then report.
+        let yielded = match res {
+            Ok(ms) => self.op(inner, "scf.yield", &ms, &[], &[]).map(|_| ()),
+            Err(e) => Err(e),
+        };
+        self.bound.remove(&axis);
+        self.idx.remove(&axis);
+        self.memo.retain(|_, b| b.depth() < inner);
+        self.scopes.pop();
+        if let Some((b, idx, memo)) = shadow {
+            self.bound.insert(axis.clone(), b);
+            if let Some(i) = idx {
+                self.idx.insert(axis.clone(), i);
+            }
+            // What was computed outside the loop does not depend on its
+            // binding of the axis (that lives at the loop's depth).
+            let fresh = std::mem::replace(&mut self.memo, memo);
+            for (k, x) in fresh {
+                self.memo.entry(k).or_insert(x);
+            }
+        }
+        if let Some(al) = alias {
+            self.bound.remove(&al);
+        }
+        yielded?;
+        let mut states = Vec::new();
+        for (i, dims) in acc_dims.into_iter().enumerate() {
+            states.push(Blk {
+                v: fref.result(i).map_err(|e| e.to_string())?.into(),
+                dims,
+                dt: DType::F32,
+                depth: outer,
+            });
+        }
+        self.finish(v, lay, states)
+    }
+
+    /// One iteration of a `par.reduce` loop (at depth `inner`): the tile's
+    /// states of `x`, merged into the accumulators `accs`.
+    fn reduce_iteration(
+        &mut self,
+        r: &Attr,
+        x: ValueId,
+        inner_lay: &Layout,
+        accs: &[Blk<'c, 'm>],
+        inner: usize,
+    ) -> R<Vec<Value<'c, 'm>>> {
+        let xs = self.emit_val(x, inner_lay)?.blocks();
+        if xs.len() != accs.len() {
+            return Err("the tile states and the accumulators differ in count".into());
+        }
+        let mut ts = Vec::new();
+        for (b, a) in xs.iter().zip(accs) {
+            if b.shape() != a.shape() {
+                return Err(format!(
+                    "a tile state block {:?} where its accumulator is {:?}",
+                    b.shape(),
+                    a.shape()
+                ));
+            }
+            let mut t = self.cast(b, DType::F32)?;
+            t.depth = inner;
+            ts.push(t);
+        }
+        let merged = self.combine(r, accs, &ts, inner)?;
+        Ok(merged.into_iter().map(|b| b.v).collect())
     }
 
     fn matmul(&mut self, v: ValueId, lay: &Layout) -> R<Blk<'c, 'm>> {
         let f = self.p.func;
         let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
         let (a, b) = (op.operands[0], op.operands[1]);
-        let (ea, _) = static_shape(f.ty(a))?;
-        let (eb, _) = static_shape(f.ty(b))?;
-        let (er, rdt) = static_shape(f.ty(v))?;
+        let (ea, _) = static_shape(self.p, f.ty(a))?;
+        let (eb, _) = static_shape(self.p, f.ty(b))?;
+        let (er, rdt) = static_shape(self.p, f.ty(v))?;
         let (ra, rb, r) = (ea.len(), eb.len(), er.len());
         if ra < 2 || rb < 2 || r < 2 {
             return Err("a matmul of vectors (not covered by the TTIR path)".into());
@@ -1403,7 +1978,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 Err(e) => Err(e),
             };
             self.bound.remove(&auto);
-            self.memo.retain(|_, b| b.depth < inner);
+            self.memo.retain(|_, b| b.depth() < inner);
             self.scopes.pop();
             yielded?;
             let out: Value = fref.result(0).map_err(|e| e.to_string())?.into();
@@ -1566,14 +2141,33 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 }
             }
         }
-        let x = self.emit_op(k.body, &lay)?;
-        let (exts, dt) = static_shape(f.ty(k.root))?;
-        let x = self.cast(&x, dt)?;
-        let ptr = self.ptrs(k.root, &x.dims, &exts, dt, 0)?;
-        match self.mask(&x.dims, 0)? {
-            None => self.op(0, "tt.store", &[ptr, x.v], &[], &[])?,
-            Some(m) => self.op(0, "tt.store", &[ptr, x.v, m], &[], &[])?,
+        let blocks = self.emit_op(k.body, &lay)?.blocks();
+        let leaves = leaf_shapes(self.p, f.ty(k.root))?;
+        if leaves.len() != blocks.len() {
+            return Err("the kernel's value and its buffer have different fields".into());
+        }
+        // A collect kernel writes the slice of its buffer at its tile of
+        // the collect axis.
+        let lead = match k.grid.iter().find(|(_, d)| d.is_none()) {
+            Some((a, _)) if k.collect => {
+                let i = *self.idx.get(a).ok_or("the collect axis is not bound")?;
+                Some((i, tiles(self.p, a)?))
+            }
+            _ => None,
         };
+        for (leaf, ((exts, dt), x)) in leaves.into_iter().zip(blocks).enumerate() {
+            let x = self.cast(&x, dt)?;
+            let exts = if lead.is_some() {
+                &exts[1..]
+            } else {
+                &exts[..]
+            };
+            let ptr = self.ptrs((k.root, leaf), &x.dims, exts, dt, 0, lead)?;
+            match self.mask(&x.dims, 0)? {
+                None => self.op(0, "tt.store", &[ptr, x.v], &[], &[])?,
+                Some(m) => self.op(0, "tt.store", &[ptr, x.v, m], &[], &[])?,
+            };
+        }
         self.op(0, "tt.return", &[], &[], &[])?;
         Ok(())
     }

@@ -21,12 +21,18 @@ fn example(path: &str) -> String {
 
 #[test]
 fn examples_round_trip() {
-    // Pointwise ops, reductions, matmuls with and without a K loop.
+    // Pointwise ops, reductions, matmuls with and without a K loop,
+    // parallel reductions and collects.
     for path in [
         "examples/small/rmsnorm_mlp.efir",
         "examples/small/layernorm_gemm.efir",
         "examples/small/gated_mlp.efir",
         "examples/rmsnorm_mlp.efir",
+        // Loops of parallel reductions (online softmax, causal mask) and
+        // split-K collects.
+        "examples/derivations/attn_prefill.efir",
+        "examples/tiled/layernorm_gemm_splitk_stats.efir",
+        "examples/tiled/rowsum_shared_axis.efir",
     ] {
         let progs = translate_all(&example(path));
         assert!(!progs.is_empty(), "{path}");
