@@ -13,7 +13,11 @@ What is symbolic and what is not, today:
 - Saturation and compaction run once, on the symbolic program (`efir-opt`
   accepts symbolic extents in pointwise ops, reductions and matmuls; its
   verifier refuses a reshape of a symbolic extent, E0404, which keeps such
-  programs per-shape).
+  programs per-shape). Compaction does not partition a symbolic extent
+  over a parallel axis, so the family's candidates never tile the batch:
+  where a compile for one size tiles it (`@m8`), the family's kernels at
+  that size are a different, valid plan (bench/gpu/family.py measures the
+  difference).
 - The kernels are not symbolic yet: `efir-translate` cannot lower a free
   symbolic extent (E0801, "@dyn0 never splits a dim"). So at each new size
   the candidates get the size in place of the symbol and are translated
