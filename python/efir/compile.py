@@ -681,6 +681,9 @@ class _ShapeCache:
             fn = self._family(args)
             if fn is not None:
                 return fn(*args)
+        return self._per_shape(args)
+
+    def _per_shape(self, args):
         key = _signature(args)
         fn = self.cache.get(key)
         if fn is None:
@@ -706,10 +709,10 @@ class _ShapeCache:
         )
         got = self.families.get(key)
         if got is None:
-            got = self.families[key] = self._build_family(args)
+            got = self.families[key] = self._build_family(args, key)
         return got if callable(got) else None
 
-    def _build_family(self, args):
+    def _build_family(self, args, key):
         plan, args0 = self.plan, list(args)
 
         def sizes_from(a):
@@ -742,7 +745,15 @@ class _ShapeCache:
 
         def call(*a):
             tensors = [x for x in a if isinstance(x, torch.Tensor)]
-            mod = fam.module(sizes_from(a))[0]
+            try:
+                mod = fam.module(sizes_from(a))[0]
+            except CompileError as e:
+                # a size the family cannot be translated at: this signature
+                # is compiled per shape from now on
+                reason = str(e).strip().splitlines()[0]
+                log.info("efir: the family cannot be translated at sizes %s; compiled per shape from now on: %s", sizes_from(a), reason)
+                self.families[key] = self.static_reason = reason
+                return self._per_shape(a)
             out = mod.run(*fam.args(tensors))
             return (out,) if isinstance(out, torch.Tensor) else out
 

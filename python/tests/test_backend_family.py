@@ -148,3 +148,26 @@ def test_torch_compile_static_dim_is_compiled_per_shape_with_the_reason(saturati
     why = [r.message for r in caplog.records if "compiled per shape" in r.message]
     assert len(why) == 1 and "beyond its extents" in why[0] and "full<5.0>" in why[0], why
     assert saturations == ["program.efir", "program.efir"], saturations  # refused before saturation
+
+
+def test_a_size_the_family_cannot_translate_is_compiled_per_shape(saturations, monkeypatch):
+    torch.manual_seed(0)
+    m = Mlp().eval()
+    cm = torch.compile(m, backend="efir", options={"candidates": 2}, dynamic=True)
+    x = torch.randn(3, 5, 16)
+    assert torch.allclose(cm(x), m(x), atol=1e-5)
+    real = F.Family.module
+
+    def module(self, sizes):
+        if tuple(sizes) == (8, 5):
+            raise C.CompileError("efir-translate failed: error[E0801]: (a size that cannot be lowered)")
+        return real(self, sizes)
+
+    monkeypatch.setattr(F.Family, "module", module)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for b in (8, 4):  # 8 fails, so the signature goes per shape: 4 too
+            x = torch.randn(b, 5, 16)
+            assert torch.allclose(cm(x), m(x), atol=1e-5), b
+    assert not [x for x in w if "efir" in str(x.message)], [str(x.message) for x in w]
+    assert saturations == ["family.efir", "program.efir", "program.efir"], saturations
