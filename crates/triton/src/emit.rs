@@ -198,7 +198,8 @@ fn dtype_bytes(d: DType) -> u64 {
     }
 }
 
-fn layout_of(t: &Type) -> Layout {
+/// Per dim of `t` (its first leaf): the axis partitioning it, if any.
+pub fn layout_of(t: &Type) -> Layout {
     let l = t.leaves();
     let Some(first) = l.first() else {
         return Vec::new();

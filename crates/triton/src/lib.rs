@@ -38,8 +38,8 @@ pub mod outline;
 mod plan;
 mod schedule;
 
-pub use emit::{emit_python, estimate, Estimate};
-pub(crate) use plan::small_dot_extents;
+pub use emit::{emit_python, estimate, layout_of, Estimate};
+pub use plan::small_dot_extents;
 pub use plan::{base_plan, plan};
 
 /// The extent of a dim: a number, or the tile count of an axis (the leading

@@ -473,7 +473,7 @@ pub(crate) fn splits_or_merges(f: &Func, a: ValueId, r: ValueId) -> bool {
 /// grid axis tiles it, always where the program keeps it whole. A dim of
 /// extent 1 (a GEMV's single row) keeps its multiply-and-sum by default,
 /// with 16 a legal block for tuning to try (KERNELS.md: measure both).
-pub(crate) fn small_dot_extents(
+pub fn small_dot_extents(
     f: &Func,
     def: &[Option<usize>],
     buffer: &[bool],
