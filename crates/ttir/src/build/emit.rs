@@ -1,0 +1,341 @@
+//! Values as blocks: loads of buffers, the op table of a kernel body
+//! (views, tuples, constants, iota, reshapes, transposes), casts, and
+//! operands broadcast to their op's block.
+
+use super::*;
+
+impl<'c, 'm> Em<'c, 'm, '_, '_> {
+    pub(super) fn load(&mut self, v: ValueId, lay: &Layout) -> R<Val<'c, 'm>> {
+        let leaves = leaf_shapes(self.p, self.p.func.ty(v))?;
+        let mut out = Vec::new();
+        for (leaf, (exts, dt)) in leaves.into_iter().enumerate() {
+            out.push(Val::T(self.load_leaf((v, leaf), &exts, dt, lay)?));
+        }
+        if self.p.func.ty(v).as_tensor().is_some() {
+            return out.pop().ok_or_else(|| "a value without a tensor".into());
+        }
+        Ok(Val::Tup(out))
+    }
+
+    pub(super) fn load_leaf(
+        &mut self,
+        buf: (ValueId, usize),
+        exts: &[u64],
+        dt: DType,
+        lay: &Layout,
+    ) -> R<Blk<'c, 'm>> {
+        let (dims, depth) = self.dims(exts, lay)?;
+        let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
+        let ptr = self.ptrs(buf, &dims, exts, dt, depth, None)?;
+        let rt = ty_text(&shape, dtype_name(dt));
+        let x = match self.mask(&dims, depth)? {
+            None => self.val(
+                depth,
+                "tt.load",
+                &[ptr],
+                &rt,
+                &[("operandSegmentSizes", "array<i32: 1, 0, 0>".into())],
+            )?,
+            Some(m) => {
+                let z = self.splat_const(depth, 0.0, &shape, dt)?;
+                self.val(
+                    depth,
+                    "tt.load",
+                    &[ptr, m, z],
+                    &rt,
+                    &[("operandSegmentSizes", "array<i32: 1, 1, 1>".into())],
+                )?
+            }
+        };
+        Ok(Blk {
+            v: x,
+            dims,
+            dt,
+            depth,
+        })
+    }
+
+    /// The block of tensor `v` in tiling `lay`.
+    pub(super) fn emit(&mut self, v: ValueId, lay: &Layout) -> R<Blk<'c, 'm>> {
+        self.emit_val(v, lay)?.tensor()
+    }
+
+    /// The blocks of `v` (a tensor or a tuple) in tiling `lay`.
+    pub(super) fn emit_val(&mut self, v: ValueId, lay: &Layout) -> R<Val<'c, 'm>> {
+        if let Some(x) = self.memo.get(&(v, lay.clone())) {
+            return Ok(x.clone());
+        }
+        let x = if self.p.buffer[v.index()] {
+            self.load(v, lay)?
+        } else {
+            self.emit_op(v, lay)?
+        };
+        self.memo.insert((v, lay.clone()), x.clone());
+        Ok(x)
+    }
+
+    /// Cast block `x` to `to`.
+    pub(super) fn cast(&self, x: &Blk<'c, 'm>, to: DType) -> R<Blk<'c, 'm>> {
+        let from = x.dt;
+        if from == to {
+            return Ok(x.clone());
+        }
+        let shape = x.shape();
+        let rt = ty_text(&shape, dtype_name(to));
+        let d = x.depth;
+        let v = match (is_float(from), is_float(to)) {
+            (true, true) if bits(to) > bits(from) => self.val(d, "arith.extf", &[x.v], &rt, &[])?,
+            (true, true) if bits(to) < bits(from) => {
+                self.val(d, "arith.truncf", &[x.v], &rt, &[])?
+            }
+            // f16 <-> bf16: through f32.
+            (true, true) => {
+                let f = self.cast(x, DType::F32)?;
+                return self.cast(&f, to);
+            }
+            (false, true) if from == DType::I1 => self.val(d, "arith.uitofp", &[x.v], &rt, &[])?,
+            (false, true) => self.val(d, "arith.sitofp", &[x.v], &rt, &[])?,
+            (true, false) if to == DType::I1 => {
+                let z = self.splat_const(d, 0.0, &shape, from)?;
+                self.val(
+                    d,
+                    "arith.cmpf",
+                    &[x.v, z],
+                    &rt,
+                    &[("predicate", "13 : i64".into())],
+                )?
+            }
+            (true, false) => self.val(d, "arith.fptosi", &[x.v], &rt, &[])?,
+            (false, false) if from == DType::I1 => self.val(d, "arith.extui", &[x.v], &rt, &[])?,
+            (false, false) if to == DType::I1 => {
+                let z = self.splat_const(d, 0.0, &shape, from)?;
+                self.val(
+                    d,
+                    "arith.cmpi",
+                    &[x.v, z],
+                    &rt,
+                    &[("predicate", "1 : i64".into())],
+                )?
+            }
+            (false, false) if bits(to) > bits(from) => {
+                self.val(d, "arith.extsi", &[x.v], &rt, &[])?
+            }
+            (false, false) => self.val(d, "arith.trunci", &[x.v], &rt, &[])?,
+        };
+        Ok(Blk {
+            v,
+            dims: x.dims.clone(),
+            dt: to,
+            depth: d,
+        })
+    }
+
+    pub(super) fn with(&self, x: &Blk<'c, 'm>, v: Value<'c, 'm>, dt: DType) -> Blk<'c, 'm> {
+        Blk {
+            v,
+            dims: x.dims.clone(),
+            dt,
+            depth: x.depth,
+        }
+    }
+
+    /// Operand `o` of an op with result extents `er` in tiling `lay`,
+    /// broadcast to the result's block (numpy rules: aligned right, unit
+    /// dims stretched).
+    pub(super) fn operand(&mut self, o: ValueId, er: &[u64], lay: &Layout) -> R<Blk<'c, 'm>> {
+        let (ea, _) = static_shape(self.p, self.p.func.ty(o))?;
+        let k = er.len() - ea.len();
+        let la: Layout = (0..ea.len())
+            .map(|j| {
+                if ea[j] == 1 && er[j + k] != 1 {
+                    None
+                } else {
+                    lay[j + k].clone()
+                }
+            })
+            .collect();
+        let x = self.emit(o, &la)?;
+        let (dims, depth) = self.dims(er, lay)?;
+        let depth = depth.max(x.depth);
+        let elt = dtype_name(x.dt);
+        let mut shape = x.shape();
+        let mut v = x.v;
+        if !shape.is_empty() {
+            while shape.len() < er.len() {
+                shape.insert(0, 1);
+                v = self.val(
+                    depth,
+                    "tt.expand_dims",
+                    &[v],
+                    &ty_text(&shape, elt),
+                    &[("axis", "0 : i32".into())],
+                )?;
+            }
+        }
+        let to: Vec<u64> = dims.iter().map(|d| d.size).collect();
+        let v = self.bcast(depth, v, &shape, &to, elt)?;
+        Ok(Blk {
+            v,
+            dims,
+            dt: x.dt,
+            depth,
+        })
+    }
+
+    pub(super) fn emit_op(&mut self, v: ValueId, lay: &Layout) -> R<Val<'c, 'm>> {
+        let f = self.p.func;
+        let i = self.p.def[v.index()].ok_or("a parameter that is not a buffer")?;
+        let op = &f.ops[i];
+        match op.name.as_str() {
+            "par.partition" | "par.replicate" | "par.combine" => self.emit_val(op.operands[0], lay),
+            "tensor.tuple" => {
+                let mut out = Vec::new();
+                for o in &op.operands {
+                    if layout_of(f.ty(*o)).len() != lay.len() {
+                        return Err(
+                            "a tuple of values of different ranks inside a kernel (not covered by the TTIR path)"
+                                .into(),
+                        );
+                    }
+                    out.push(self.emit_val(*o, lay)?);
+                }
+                Ok(Val::Tup(out))
+            }
+            "tensor.get" => {
+                let idx = op.attrs.get("index").and_then(Attr::as_int).unwrap_or(0) as usize;
+                match self.emit_val(op.operands[0], lay)? {
+                    Val::Tup(fs) => fs
+                        .get(idx)
+                        .cloned()
+                        .ok_or_else(|| "tensor.get out of range".into()),
+                    x => Ok(x),
+                }
+            }
+            "tensor.reduce" => self.reduce(v, lay),
+            "par.reduce" => self.par_reduce(v, lay),
+            _ => self.emit_tensor_op(v, lay).map(Val::T),
+        }
+    }
+
+    pub(super) fn emit_tensor_op(&mut self, v: ValueId, lay: &Layout) -> R<Blk<'c, 'm>> {
+        let f = self.p.func;
+        let i = self.p.def[v.index()].ok_or("a parameter that is not a buffer")?;
+        let op = &f.ops[i];
+        let name = op.name.as_str();
+        let (er, rdt) = static_shape(self.p, f.ty(v))?;
+        match name {
+            "tensor.full" => {
+                let x = op.attrs.get("value").and_then(Attr::as_f64).unwrap_or(0.0);
+                let (dims, _) = self.dims(&er, lay)?;
+                let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
+                let c = self.splat_const(0, x, &shape, rdt)?;
+                Ok(Blk {
+                    v: c,
+                    dims,
+                    dt: rdt,
+                    depth: 0,
+                })
+            }
+            "tensor.iota" => {
+                let d = op.attrs.get("dim").and_then(Attr::as_int).unwrap_or(0) as usize;
+                let (dims, depth) = self.dims(&er, lay)?;
+                let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
+                let bd = dims.get(d).copied().ok_or("iota dim out of range")?;
+                let x = self.along(depth, bd.offs, bd.size, d, er.len(), "i32")?;
+                let mut unit = vec![1; er.len()];
+                unit[d] = bd.size;
+                let x = self.bcast(depth, x, &unit, &shape, "i32")?;
+                let b = Blk {
+                    v: x,
+                    dims,
+                    dt: DType::I32,
+                    depth,
+                };
+                self.cast(&b, rdt)
+            }
+            "tensor.broadcast" => self.operand(op.operands[0], &er, lay),
+            "tensor.reshape" => {
+                let a = op.operands[0];
+                let (ea, _) = static_shape(self.p, f.ty(a))?;
+                let nu_a: Vec<usize> = (0..ea.len()).filter(|j| ea[*j] != 1).collect();
+                let nu_r: Vec<usize> = (0..er.len()).filter(|j| er[*j] != 1).collect();
+                if nu_a.len() != nu_r.len() || nu_a.iter().zip(&nu_r).any(|(x, y)| ea[*x] != er[*y])
+                {
+                    return Err(
+                        "a reshape that merges or splits dims (not covered by the TTIR path)"
+                            .into(),
+                    );
+                }
+                let mut la: Layout = vec![None; ea.len()];
+                for (x, y) in nu_a.iter().zip(&nu_r) {
+                    la[*x] = lay[*y].clone();
+                }
+                let x = self.emit(a, &la)?;
+                let (dims, depth) = self.dims(&er, lay)?;
+                let depth = depth.max(x.depth);
+                let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
+                let v = if x.shape().iter().product::<u64>() == 1 && shape.is_empty()
+                    || shape == x.shape()
+                {
+                    x.v
+                } else if x.shape().is_empty() {
+                    self.val(
+                        depth,
+                        "tt.splat",
+                        &[x.v],
+                        &ty_text(&shape, dtype_name(x.dt)),
+                        &[],
+                    )?
+                } else {
+                    self.val(
+                        depth,
+                        "tt.reshape",
+                        &[x.v],
+                        &ty_text(&shape, dtype_name(x.dt)),
+                        &[],
+                    )?
+                };
+                Ok(Blk {
+                    v,
+                    dims,
+                    dt: x.dt,
+                    depth,
+                })
+            }
+            "tensor.transpose" => {
+                let perm = op
+                    .attrs
+                    .get("perm")
+                    .and_then(Attr::as_int_array)
+                    .ok_or("transpose without perm")?;
+                let mut la: Layout = vec![None; er.len()];
+                for (k, p) in perm.iter().enumerate() {
+                    la[*p as usize] = lay[k].clone();
+                }
+                let x = self.emit(op.operands[0], &la)?;
+                let (dims, depth) = self.dims(&er, lay)?;
+                let depth = depth.max(x.depth);
+                let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
+                let ps: Vec<String> = perm.iter().map(|p| p.to_string()).collect();
+                let v = self.val(
+                    depth,
+                    "tt.trans",
+                    &[x.v],
+                    &ty_text(&shape, dtype_name(x.dt)),
+                    &[("order", format!("array<i32: {}>", ps.join(", ")))],
+                )?;
+                Ok(Blk {
+                    v,
+                    dims,
+                    dt: x.dt,
+                    depth,
+                })
+            }
+            "tensor.matmul" | "tile.matmul" => self.matmul(v, lay),
+            _ if name.starts_with("ew.") => self.pointwise(v, lay),
+            other => Err(format!(
+                "`{other}` inside a kernel (not covered by the TTIR path)"
+            )),
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! One kernel: its pointer arguments, the `tt.func` and its module
+//! attributes, the program id decomposed over the grid axes, the body
+//! computed and stored.
+
+use super::*;
+
+/// The pointer arguments of a kernel: the buffers its body reads (reached
+/// without crossing a buffer), in value order, then the one it writes.
+pub(super) fn kernel_buffers(p: &Plan<'_>, k: &Kernel) -> Vec<ValueId> {
+    let f = p.func;
+    let mut seen = HashSet::new();
+    let mut reads = Vec::new();
+    let mut stack: Vec<ValueId> = match p.def[k.body.index()] {
+        Some(i) => f.ops[i].operands.clone(),
+        None => vec![k.body],
+    };
+    while let Some(v) = stack.pop() {
+        if !seen.insert(v) {
+            continue;
+        }
+        if p.buffer[v.index()] {
+            reads.push(v);
+            continue;
+        }
+        if let Some(i) = p.def[v.index()] {
+            stack.extend(f.ops[i].operands.iter().copied());
+        }
+    }
+    reads.sort_by_key(|v| v.index());
+    reads.retain(|v| *v != k.root);
+    reads.push(k.root);
+    reads
+}
+
+pub(super) fn kernel(
+    ctx: &Context,
+    diags: &Arc<Mutex<Vec<String>>>,
+    p: &Plan<'_>,
+    k: &Kernel,
+    buffers: &mut Vec<Buffer>,
+    index: &mut HashMap<(ValueId, usize), usize>,
+) -> Result<TtirKernel, String> {
+    let f = p.func;
+    let loc = Location::unknown(ctx);
+    // One pointer per leaf of each buffer (a tuple buffer is one per field).
+    let mut bufs: Vec<(ValueId, usize)> = Vec::new();
+    let mut args = Vec::new();
+    let mut arg_tys = Vec::new();
+    for v in kernel_buffers(p, k) {
+        let leaves = leaf_shapes(p, f.ty(v))?;
+        let tuple = f.ty(v).as_tensor().is_none();
+        let (input, output) = (
+            f.params.iter().position(|x| *x == v),
+            f.returns.iter().position(|x| *x == v),
+        );
+        if tuple && (input.is_some() || output.is_some()) {
+            return Err(format!(
+                "`%{}`, a tuple program input or result (not covered by the TTIR path)",
+                f.value(v).name
+            ));
+        }
+        for (leaf, (shape, dt)) in leaves.into_iter().enumerate() {
+            let i = *index.entry((v, leaf)).or_insert_with(|| {
+                let name = f.value(v).name.clone();
+                buffers.push(Buffer {
+                    name: if tuple {
+                        format!("{name}.{leaf}")
+                    } else {
+                        name
+                    },
+                    shape,
+                    dtype: dtype_name(dt).into(),
+                    input,
+                    output,
+                });
+                buffers.len() - 1
+            });
+            bufs.push((v, leaf));
+            args.push(i);
+            arg_tys.push(format!("!tt.ptr<{}>", dtype_name(dt)));
+        }
+    }
+    let name = format!(
+        "k{}_{}",
+        k.index,
+        efir_triton::file_stem(&f.value(k.root).name)
+    );
+    // The grid: one program per tile of each grid axis.
+    let mut grid = 1u64;
+    let mut nts = Vec::new();
+    for (a, _) in &k.grid {
+        let nt = tiles(p, a)?;
+        nts.push(nt);
+        grid *= nt;
+    }
+    if grid > i32::MAX as u64 {
+        return Err(format!("a grid of {grid} programs"));
+    }
+    let module = MModule::new(loc);
+    let t = |s: &str| Type::parse(ctx, s).ok_or_else(|| format!("bad type `{s}`"));
+    let a = |s: &str| Attribute::parse(ctx, s).ok_or_else(|| format!("bad attribute `{s}`"));
+    let mut tys = Vec::new();
+    for s in &arg_tys {
+        tys.push((t(s)?, loc));
+    }
+    let region = Region::new();
+    region.append_block(Block::new(&tys));
+    let arg_attrs: Vec<&str> = arg_tys
+        .iter()
+        .map(|_| "{tt.divisibility = 16 : i32}")
+        .collect();
+    let func = OperationBuilder::new("tt.func", loc)
+        .add_attributes(&[
+            (Identifier::new(ctx, "sym_name"), a(&format!("\"{name}\""))?),
+            (Identifier::new(ctx, "sym_visibility"), a("\"public\"")?),
+            (
+                Identifier::new(ctx, "function_type"),
+                a(&format!("({}) -> ()", arg_tys.join(", ")))?,
+            ),
+            (
+                Identifier::new(ctx, "arg_attrs"),
+                a(&format!("[{}]", arg_attrs.join(", ")))?,
+            ),
+        ])
+        .add_regions([region])
+        .build()
+        .map_err(|e| e.to_string())?;
+    // The kernel's own num_warps/num_stages where a schedule gives them (as
+    // the Python build launches it), else the program's.
+    let warps = p
+        .kernel_warps
+        .get(k.index)
+        .copied()
+        .flatten()
+        .unwrap_or(p.warps);
+    let stages = p
+        .kernel_stages
+        .get(k.index)
+        .copied()
+        .flatten()
+        .unwrap_or(p.stages);
+    let module_attrs = [
+        ("efir.num_warps", format!("{warps} : i32")),
+        ("efir.num_stages", format!("{stages} : i32")),
+        ("efir.grid", format!("{grid} : i32")),
+    ];
+    {
+        let fref = module.body().append_operation(func);
+        let body = fref
+            .region(0)
+            .map_err(|e| e.to_string())?
+            .first_block()
+            .ok_or("tt.func without a block")?;
+        let mut em = Em {
+            ctx,
+            loc,
+            p,
+            scopes: vec![Scope {
+                block: body,
+                anchor: None,
+            }],
+            bound: HashMap::new(),
+            ranges: HashMap::new(),
+            memo: HashMap::new(),
+            args: HashMap::new(),
+            pad16: efir_triton::small_dot_extents(p.func, &p.def, &p.buffer, k.body),
+            idx: HashMap::new(),
+            alias: HashMap::new(),
+            sigs: efir_triton::signatures(p.module, f),
+        };
+        for (i, v) in bufs.iter().enumerate() {
+            let x = body.argument(i).map_err(|e| e.to_string())?;
+            em.args.insert(*v, x.into());
+        }
+        em.run(k, &nts)?;
+    }
+    let mut module = module;
+    {
+        use melior::ir::operation::OperationMutLike;
+        let mut mo = module.as_operation_mut();
+        for (key, val) in &module_attrs {
+            mo.set_attribute(key, a(val)?);
+        }
+    }
+    if !module.as_operation().verify() {
+        return Err(format!("the TTIR module does not verify: {}", drain(diags)));
+    }
+    Ok(TtirKernel {
+        name,
+        text: module.as_operation().to_string(),
+        args,
+        grid,
+        num_warps: warps,
+        num_stages: stages,
+    })
+}
+
+impl<'c, 'm> Em<'c, 'm, '_, '_> {
+    /// The kernel: decompose the program id, compute the body, store it.
+    pub(super) fn run(&mut self, k: &Kernel, nts: &[u64]) -> R<()> {
+        let f = self.p.func;
+        let pid = self.val(
+            0,
+            "tt.get_program_id",
+            &[],
+            "i32",
+            &[("axis", "0 : i32".into())],
+        )?;
+        let mut rest = pid;
+        for ((a, _), nt) in k.grid.iter().zip(nts) {
+            let c = self.const_i32(0, *nt as i64)?;
+            let idx = self.val(0, "arith.remsi", &[rest, c], "i32", &[])?;
+            rest = self.val(0, "arith.divsi", &[rest, c], "i32", &[])?;
+            self.bind(a, idx, 0)?;
+        }
+        let body_ty = f.ty(k.body).clone();
+        let mut lay = layout_of(&body_ty);
+        for (a, d) in &k.grid {
+            if let Some(d) = d {
+                let own = body_ty.leaves().iter().any(|l| l.state.contains_key(a));
+                if !own && lay.get(*d).is_some_and(Option::is_none) {
+                    lay[*d] = Some(a.clone());
+                }
+            }
+        }
+        let blocks = self.emit_op(k.body, &lay)?.blocks();
+        let leaves = leaf_shapes(self.p, f.ty(k.root))?;
+        if leaves.len() != blocks.len() {
+            return Err("the kernel's value and its buffer have different fields".into());
+        }
+        // A collect kernel writes the slice of its buffer at its tile of
+        // the collect axis.
+        let lead = match k.grid.iter().find(|(_, d)| d.is_none()) {
+            Some((a, _)) if k.collect => {
+                let i = *self.idx.get(a).ok_or("the collect axis is not bound")?;
+                Some((i, tiles(self.p, a)?))
+            }
+            _ => None,
+        };
+        for (leaf, ((exts, dt), x)) in leaves.into_iter().zip(blocks).enumerate() {
+            let x = self.cast(&x, dt)?;
+            let exts = if lead.is_some() {
+                &exts[1..]
+            } else {
+                &exts[..]
+            };
+            let ptr = self.ptrs((k.root, leaf), &x.dims, exts, dt, 0, lead)?;
+            match self.mask(&x.dims, 0)? {
+                None => self.op(0, "tt.store", &[ptr, x.v], &[], &[])?,
+                Some(m) => self.op(0, "tt.store", &[ptr, x.v, m], &[], &[])?,
+            };
+        }
+        self.op(0, "tt.return", &[], &[], &[])?;
+        Ok(())
+    }
+}

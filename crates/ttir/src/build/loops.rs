@@ -1,0 +1,184 @@
+//! `par.reduce`: a loop over the tiles of its axis carrying the reducer's
+//! states.
+
+use super::*;
+
+impl<'c, 'm> Em<'c, 'm, '_, '_> {
+    /// `par.reduce`: an `scf.for` over the tiles of its axis, carrying one
+    /// f32 accumulator per state field (started at the reducer's
+    /// identity); each iteration computes the tile's states with the axis
+    /// bound to the loop's tile and merges them into the accumulators.
+    pub(super) fn par_reduce(&mut self, v: ValueId, lay: &Layout) -> R<Val<'c, 'm>> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let r = op
+            .attrs
+            .get("reducer")
+            .ok_or("par.reduce without reducer")?
+            .clone();
+        let axis = op
+            .attrs
+            .get("axis")
+            .and_then(Attr::as_symbol)
+            .ok_or("par.reduce without axis")?
+            .to_string();
+        let x = op.operands[0];
+        let outer = self.scopes.len() - 1;
+        // A reduction over an axis already bound (a grid axis, an enclosing
+        // loop) runs its own loop over it: inside, the axis has fresh
+        // offsets, and what was computed from the outer binding is hidden.
+        let shadow = self.bound.get(&axis).copied().map(|b| {
+            let memo = self.memo.clone();
+            self.memo.retain(|_, x| x.depth() < b.0);
+            (b, self.idx.get(&axis).copied(), memo)
+        });
+        // A result tiled by the axis it reduces over needs both bindings in
+        // one block: its tiles are asked for under an alias bound like the
+        // outer binding.
+        let mut alias = None;
+        let inner_lay: Layout = if lay.iter().flatten().any(|a| *a == axis) {
+            let Some((b, _, _)) = &shadow else {
+                return Err(format!(
+                    "a value tiled by @{axis} where @{axis} is not bound"
+                ));
+            };
+            let al = format!("{axis}@{}", self.alias.len());
+            self.bound.insert(al.clone(), *b);
+            self.alias.insert(al.clone(), axis.clone());
+            let l = lay
+                .iter()
+                .map(|a| match a {
+                    Some(x) if *x == axis => Some(al.clone()),
+                    _ => a.clone(),
+                })
+                .collect();
+            alias = Some(al);
+            l
+        } else {
+            lay.clone()
+        };
+        let leaves = leaf_shapes(self.p, f.ty(v))?;
+        let idents = efir_dialect_red::identity(&r)
+            .ok_or_else(|| format!("reducer `{r}` without an identity"))?;
+        if idents.len() != leaves.len() {
+            return Err("the reducer's state count differs from the result's fields".into());
+        }
+        let mut inits = Vec::new();
+        let mut acc_dims = Vec::new();
+        let mut acc_tys = Vec::new();
+        for ((er, _), id) in leaves.iter().zip(&idents) {
+            let (dims, _) = self.dims(er, lay)?;
+            let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
+            inits.push(self.splat_const(outer, *id, &shape, DType::F32)?);
+            acc_tys.push(self.ty(&ty_text(&shape, "f32"))?);
+            acc_dims.push(dims);
+        }
+        let nt = tiles(self.p, &axis)?;
+        let lb = self.const_i32(0, 0)?;
+        let ub = self.const_i32(0, nt as i64)?;
+        let st = self.const_i32(0, 1)?;
+        let i32t = self.ty("i32")?;
+        let mut block_args = vec![(i32t, self.loc)];
+        block_args.extend(acc_tys.iter().map(|t| (*t, self.loc)));
+        let region = Region::new();
+        region.append_block(Block::new(&block_args));
+        let mut operands = vec![lb, ub, st];
+        operands.extend(&inits);
+        let forop = OperationBuilder::new("scf.for", self.loc)
+            .add_operands(&operands)
+            .add_results(&acc_tys)
+            .add_regions([region])
+            .build()
+            .map_err(|e| format!("scf.for: {e}"))?;
+        let fref = self.place(outer, forop);
+        let body = fref
+            .region(0)
+            .map_err(|e| e.to_string())?
+            .first_block()
+            .ok_or("scf.for without a block")?;
+        self.scopes.push(Scope {
+            block: body,
+            anchor: Some(fref),
+        });
+        let inner = self.scopes.len() - 1;
+        let iv: Value = body.argument(0).map_err(|e| e.to_string())?.into();
+        let mut accs = Vec::new();
+        for (i, dims) in acc_dims.iter().enumerate() {
+            accs.push(Blk {
+                v: body.argument(i + 1).map_err(|e| e.to_string())?.into(),
+                dims: dims.clone(),
+                dt: DType::F32,
+                depth: inner,
+            });
+        }
+        let res = self
+            .bind(&axis, iv, inner)
+            .and_then(|_| self.reduce_iteration(&r, x, &inner_lay, &accs, inner));
+        // Close the loop whatever happened, then report.
+        let yielded = match res {
+            Ok(ms) => self.op(inner, "scf.yield", &ms, &[], &[]).map(|_| ()),
+            Err(e) => Err(e),
+        };
+        self.bound.remove(&axis);
+        self.idx.remove(&axis);
+        self.memo.retain(|_, b| b.depth() < inner);
+        self.scopes.pop();
+        if let Some((b, idx, memo)) = shadow {
+            self.bound.insert(axis.clone(), b);
+            if let Some(i) = idx {
+                self.idx.insert(axis.clone(), i);
+            }
+            // What was computed outside the loop does not depend on its
+            // binding of the axis (that lives at the loop's depth).
+            let fresh = std::mem::replace(&mut self.memo, memo);
+            for (k, x) in fresh {
+                self.memo.entry(k).or_insert(x);
+            }
+        }
+        if let Some(al) = alias {
+            self.bound.remove(&al);
+        }
+        yielded?;
+        let mut states = Vec::new();
+        for (i, dims) in acc_dims.into_iter().enumerate() {
+            states.push(Blk {
+                v: fref.result(i).map_err(|e| e.to_string())?.into(),
+                dims,
+                dt: DType::F32,
+                depth: outer,
+            });
+        }
+        self.finish(v, lay, states)
+    }
+
+    /// One iteration of a `par.reduce` loop (at depth `inner`): the tile's
+    /// states of `x`, merged into the accumulators `accs`.
+    pub(super) fn reduce_iteration(
+        &mut self,
+        r: &Attr,
+        x: ValueId,
+        inner_lay: &Layout,
+        accs: &[Blk<'c, 'm>],
+        inner: usize,
+    ) -> R<Vec<Value<'c, 'm>>> {
+        let xs = self.emit_val(x, inner_lay)?.blocks();
+        if xs.len() != accs.len() {
+            return Err("the tile states and the accumulators differ in count".into());
+        }
+        let mut ts = Vec::new();
+        for (b, a) in xs.iter().zip(accs) {
+            if b.shape() != a.shape() {
+                return Err(format!(
+                    "a tile state block {:?} where its accumulator is {:?}",
+                    b.shape(),
+                    a.shape()
+                ));
+            }
+            let mut t = self.cast(b, DType::F32)?;
+            t.depth = inner;
+            ts.push(t);
+        }
+        let merged = self.combine(r, accs, &ts, inner)?;
+        Ok(merged.into_iter().map(|b| b.v).collect())
+    }
+}

@@ -1,0 +1,229 @@
+//! Matmuls: `tt.dot` (or a multiply and sum under 16), a K loop where K
+//! is long and unsplit.
+
+use super::*;
+
+impl<'c, 'm> Em<'c, 'm, '_, '_> {
+    pub(super) fn matmul(&mut self, v: ValueId, lay: &Layout) -> R<Blk<'c, 'm>> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let (a, b) = (op.operands[0], op.operands[1]);
+        let (ea, _) = static_shape(self.p, f.ty(a))?;
+        let (eb, _) = static_shape(self.p, f.ty(b))?;
+        let (er, rdt) = static_shape(self.p, f.ty(v))?;
+        let (ra, rb, r) = (ea.len(), eb.len(), er.len());
+        if ra < 2 || rb < 2 || r < 2 {
+            return Err("a matmul of vectors (not covered by the TTIR path)".into());
+        }
+        // Leading (batch) dims as the result's, stretched unit dims whole;
+        // rows and columns from the request, K as the operand is split.
+        let side = |e: &[u64]| -> Layout {
+            let k = r - e.len();
+            (0..e.len() - 2)
+                .map(|j| {
+                    if e[j] == 1 && er[j + k] != 1 {
+                        None
+                    } else {
+                        lay[j + k].clone()
+                    }
+                })
+                .collect()
+        };
+        let kax = layout_of(f.ty(a))[ra - 1].clone();
+        let mut la = side(&ea);
+        la.extend([lay[r - 2].clone(), kax.clone()]);
+        let mut lb = side(&eb);
+        lb.extend([kax.clone(), lay[r - 1].clone()]);
+        let (dims, depth0) = self.dims(&er, lay)?;
+        let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
+        if shape[..r - 2].iter().any(|n| *n != 1) {
+            return Err(
+                "a batched matmul with batch blocks over 1 (not covered by the TTIR path)".into(),
+            );
+        }
+        let shape2 = shape[r - 2..].to_vec();
+        let auto = format!("r{}", ea[ra - 1]);
+        let (x, depth) = if kax.is_none()
+            && ea[ra - 1] > AUTO_K
+            && self.p.axes.contains_key(&auto)
+            && !self.bound.contains_key(&auto)
+        {
+            // A K loop: scf.for over K tiles with an f32 accumulator.
+            let outer = self.scopes.len() - 1;
+            let bk = self.block_of(&auto)?;
+            let nt = ea[ra - 1].div_ceil(bk) as i64;
+            let lb0 = self.const_i32(0, 0)?;
+            let ub = self.const_i32(0, nt)?;
+            let st = self.const_i32(0, 1)?;
+            let acc0 = self.splat_const(outer.max(depth0), 0.0, &shape2, DType::F32)?;
+            let acc_t = ty_text(&shape2, "f32");
+            let at = self.ty(&acc_t)?;
+            let i32t = self.ty("i32")?;
+            let region = Region::new();
+            region.append_block(Block::new(&[(i32t, self.loc), (at, self.loc)]));
+            let forop = OperationBuilder::new("scf.for", self.loc)
+                .add_operands(&[lb0, ub, st, acc0])
+                .add_results(&[at])
+                .add_regions([region])
+                .build()
+                .map_err(|e| format!("scf.for: {e}"))?;
+            let fref = self.place(outer, forop);
+            let body = fref
+                .region(0)
+                .map_err(|e| e.to_string())?
+                .first_block()
+                .ok_or("scf.for without a block")?;
+            self.scopes.push(Scope {
+                block: body,
+                anchor: Some(fref),
+            });
+            let inner = self.scopes.len() - 1;
+            let iv: Value = body.argument(0).map_err(|e| e.to_string())?.into();
+            let acc: Value = body.argument(1).map_err(|e| e.to_string())?.into();
+            la[ra - 1] = Some(auto.clone());
+            lb[rb - 2] = Some(auto.clone());
+            let res = self
+                .bind(&auto, iv, inner)
+                .and_then(|_| self.product(v, &la, &lb, Some(acc), inner));
+            // Close the loop whatever happened, then report.
+            let yielded = match res {
+                Ok((x, _)) => self.op(inner, "scf.yield", &[x], &[], &[]).map(|_| ()),
+                Err(e) => Err(e),
+            };
+            self.bound.remove(&auto);
+            self.memo.retain(|_, b| b.depth() < inner);
+            self.scopes.pop();
+            yielded?;
+            let out: Value = fref.result(0).map_err(|e| e.to_string())?.into();
+            (out, outer.max(depth0))
+        } else {
+            let (x, d) = self.product(v, &la, &lb, None, 0)?;
+            (x, d.max(depth0))
+        };
+        let x = if r > 2 {
+            self.val(depth, "tt.reshape", &[x], &ty_text(&shape, "f32"), &[])?
+        } else {
+            x
+        };
+        let blk = Blk {
+            v: x,
+            dims,
+            dt: DType::F32,
+            depth,
+        };
+        self.cast(&blk, rdt)
+    }
+
+    /// `x` (a block whose dims but the last two are single elements) as a
+    /// matrix.
+    pub(super) fn matrix(&self, x: &Blk<'c, 'm>) -> R<Blk<'c, 'm>> {
+        let r = x.dims.len();
+        if r == 2 {
+            return Ok(x.clone());
+        }
+        if x.dims[..r - 2].iter().any(|d| d.size != 1) {
+            return Err(
+                "a batched matmul with batch blocks over 1 (not covered by the TTIR path)".into(),
+            );
+        }
+        let dims = x.dims[r - 2..].to_vec();
+        let s: Vec<u64> = dims.iter().map(|d| d.size).collect();
+        let v = self.val(
+            x.depth,
+            "tt.reshape",
+            &[x.v],
+            &ty_text(&s, dtype_name(x.dt)),
+            &[],
+        )?;
+        Ok(Blk {
+            v,
+            dims,
+            dt: x.dt,
+            depth: x.depth,
+        })
+    }
+
+    /// The f32 product (a matrix) of the operands of matmul `v` in tilings
+    /// `la`, `lb` (plus `acc`, at loop depth `at`), and its depth.
+    pub(super) fn product(
+        &mut self,
+        v: ValueId,
+        la: &Layout,
+        lb: &Layout,
+        acc: Option<Value<'c, 'm>>,
+        at: usize,
+    ) -> R<(Value<'c, 'm>, usize)> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let xa = self.emit(op.operands[0], la)?;
+        let xb = self.emit(op.operands[1], lb)?;
+        let depth = xa.depth.max(xb.depth).max(at);
+        let (mut xa, mut xb) = (xa, xb);
+        xa.depth = depth;
+        xb.depth = depth;
+        let xa = self.matrix(&xa)?;
+        let xb = self.matrix(&xb)?;
+        // Zero the K padding of both operands.
+        let xa = self.pad(&xa, 1, 0.0)?;
+        let xb = self.pad(&xb, 0, 0.0)?;
+        let (bm, bk, bn) = (xa.dims[0].size, xa.dims[1].size, xb.dims[1].size);
+        let shape = vec![bm, bn];
+        let ft = ty_text(&shape, "f32");
+        let acc = match acc {
+            Some(x) => x,
+            None => self.splat_const(depth, 0.0, &shape, DType::F32)?,
+        };
+        if bm >= 16 && bn >= 16 && bk >= 16 {
+            // Same 16-bit type: a 16-bit dot; otherwise f32 (tf32, as tl.dot).
+            let dt = if xa.dt == xb.dt && matches!(xa.dt, DType::F16 | DType::BF16) {
+                xa.dt
+            } else {
+                DType::F32
+            };
+            let xa = self.cast(&xa, dt)?;
+            let xb = self.cast(&xb, dt)?;
+            let d = self.val(
+                depth,
+                "tt.dot",
+                &[xa.v, xb.v, acc],
+                &ft,
+                &[
+                    ("inputPrecision", "0 : i32".into()),
+                    ("maxNumImpreciseAcc", "0 : i32".into()),
+                ],
+            )?;
+            return Ok((d, depth));
+        }
+        // A block under 16: multiply and sum in registers.
+        let xa = self.cast(&xa, DType::F32)?;
+        let xb = self.cast(&xb, DType::F32)?;
+        let s3 = [bm, bk, bn];
+        let t3 = ty_text(&s3, "f32");
+        let a3 = self.val(
+            depth,
+            "tt.expand_dims",
+            &[xa.v],
+            &ty_text(&[bm, bk, 1], "f32"),
+            &[("axis", "2 : i32".into())],
+        )?;
+        let a3 = self.bcast(depth, a3, &[bm, bk, 1], &s3, "f32")?;
+        let b3 = self.val(
+            depth,
+            "tt.expand_dims",
+            &[xb.v],
+            &ty_text(&[1, bk, bn], "f32"),
+            &[("axis", "0 : i32".into())],
+        )?;
+        let b3 = self.bcast(depth, b3, &[1, bk, bn], &s3, "f32")?;
+        let p = self.val(depth, "arith.mulf", &[a3, b3], &t3, &[])?;
+        let pb = Blk {
+            v: p,
+            dims: vec![xa.dims[0], xa.dims[1], xb.dims[1]],
+            dt: DType::F32,
+            depth,
+        };
+        let s = self.tt_reduce(&pb, 1, "arith.addf")?;
+        let d = self.val(depth, "arith.addf", &[acc, s], &ft, &[])?;
+        Ok((d, depth))
+    }
+}

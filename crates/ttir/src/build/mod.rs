@@ -1,0 +1,265 @@
+//! The TTIR builder (feature `mlir`): the public types, the context and
+//! the translation of a program; the data of one kernel's emitter
+//! ([`Em`]), whose methods live in the submodules by concern.
+
+mod blocks;
+mod emit;
+mod kernel;
+mod loops;
+mod matmul;
+mod pointwise;
+mod reduce;
+mod shapes;
+
+use efir_dialect_red::{arity, repair_parts};
+use efir_ir::{Attr, DType, Dim, Func, Module, Type as EType, ValueId};
+use efir_triton::layout_of;
+use efir_triton::{plan, Kernel, Plan, AUTO_K};
+use kernel::kernel;
+use melior::dialect::DialectRegistry;
+use melior::ir::block::BlockLike;
+use melior::ir::operation::{OperationBuilder, OperationLike};
+use melior::ir::r#type::Type;
+use melior::ir::{
+    Attribute, Block, BlockRef, Identifier, Location, Module as MModule, OperationRef, Region,
+    RegionLike, Value,
+};
+use melior::utility::register_all_dialects;
+use melior::Context;
+use shapes::{
+    bits, dtype_name, is_float, leaf_reducer, leaf_shapes, lit, static_shape, tiles, ty_text,
+};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+/// A buffer a kernel reads or writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Buffer {
+    /// The efir value (without `%`).
+    pub name: String,
+    /// Its shape.
+    pub shape: Vec<u64>,
+    /// Its element type (efir spelling: `f16`, `f32`, ...).
+    pub dtype: String,
+    /// The program input it is (index into the parameters), if any.
+    pub input: Option<usize>,
+    /// The program result it is (index into the results), if any.
+    pub output: Option<usize>,
+}
+
+/// One kernel: an MLIR module with one `tt.func`.
+#[derive(Clone, Debug)]
+pub struct TtirKernel {
+    /// The function's name.
+    pub name: String,
+    /// The module's text (verified by melior).
+    pub text: String,
+    /// The pointer arguments, in order: indices into [`TtirProgram::buffers`].
+    pub args: Vec<usize>,
+    /// The number of programs of the (one-dimensional) launch grid.
+    pub grid: u64,
+    /// `num_warps` of the launch.
+    pub num_warps: u32,
+    /// `num_stages` of the launch.
+    pub num_stages: u32,
+}
+
+/// A program's kernels, in launch order, and its buffers.
+#[derive(Clone, Debug)]
+pub struct TtirProgram {
+    /// The program's name.
+    pub name: String,
+    /// Every buffer (inputs, intermediates, results).
+    pub buffers: Vec<Buffer>,
+    /// The kernels in launch order.
+    pub kernels: Vec<TtirKernel>,
+}
+
+impl TtirProgram {
+    /// The host side as JSON (what `python -m efir run-ttir` reads).
+    pub fn manifest(&self, files: &[String]) -> serde_json::Value {
+        let bufs: Vec<serde_json::Value> = self
+            .buffers
+            .iter()
+            .map(|b| {
+                serde_json::json!({
+                    "name": b.name, "shape": b.shape, "dtype": b.dtype,
+                    "input": b.input, "output": b.output,
+                })
+            })
+            .collect();
+        let ks: Vec<serde_json::Value> = self
+            .kernels
+            .iter()
+            .zip(files)
+            .map(|(k, file)| {
+                serde_json::json!({
+                    "name": k.name, "file": file, "args": k.args, "grid": k.grid,
+                    "num_warps": k.num_warps, "num_stages": k.num_stages,
+                })
+            })
+            .collect();
+        serde_json::json!({"program": self.name, "buffers": bufs, "kernels": ks})
+    }
+}
+
+fn context() -> Context {
+    let registry = DialectRegistry::new();
+    register_all_dialects(&registry);
+    let ctx = Context::new();
+    ctx.append_dialect_registry(&registry);
+    ctx.load_all_available_dialects();
+    ctx.set_allow_unregistered_dialects(true);
+    ctx
+}
+
+/// Collect the context's diagnostics (verifier and parser messages).
+fn diagnostics(ctx: &Context) -> Arc<Mutex<Vec<String>>> {
+    let out = Arc::new(Mutex::new(Vec::new()));
+    let sink = out.clone();
+    ctx.attach_diagnostic_handler(move |d| {
+        if let Ok(mut v) = sink.lock() {
+            v.push(d.to_string());
+        }
+        true
+    });
+    out
+}
+
+fn drain(d: &Arc<Mutex<Vec<String>>>) -> String {
+    d.lock()
+        .map(|mut v| v.drain(..).collect::<Vec<_>>().join("; "))
+        .unwrap_or_default()
+}
+
+/// Parse TTIR text with melior (unregistered dialects allowed), verify it
+/// and print it again.
+pub fn round_trip(text: &str) -> Result<String, String> {
+    let ctx = context();
+    let diags = diagnostics(&ctx);
+    let m = MModule::parse(&ctx, text)
+        .ok_or_else(|| format!("melior cannot parse the text: {}", drain(&diags)))?;
+    if !m.as_operation().verify() {
+        return Err(format!(
+            "the parsed module does not verify: {}",
+            drain(&diags)
+        ));
+    }
+    Ok(m.as_operation().to_string())
+}
+
+/// Translate program `f` of `m` to one TTIR module per kernel.
+pub fn translate(m: &Module, f: &Func) -> Result<TtirProgram, String> {
+    let p = plan(m, f)?;
+    let ctx = context();
+    let diags = diagnostics(&ctx);
+    let mut buffers: Vec<Buffer> = Vec::new();
+    let mut index: HashMap<(ValueId, usize), usize> = HashMap::new();
+    let mut kernels = Vec::new();
+    for k in &p.kernels {
+        let kk = kernel(&ctx, &diags, &p, k, &mut buffers, &mut index).map_err(|e| {
+            format!(
+                "kernel {} (writing `%{}`): {e}",
+                k.index,
+                f.value(k.root).name
+            )
+        })?;
+        kernels.push(kk);
+    }
+    Ok(TtirProgram {
+        name: f.name.clone(),
+        buffers,
+        kernels,
+    })
+}
+
+/// Per dim: the axis tiling it, if any.
+type Layout = Vec<Option<String>>;
+
+/// One dim of a block: its length, its element offsets (`tensor<size x i32>`)
+/// and the logical extent (masks where the block passes it).
+#[derive(Clone, Copy)]
+struct Bd<'c, 'm> {
+    size: u64,
+    offs: Value<'c, 'm>,
+    ext: u64,
+}
+
+impl Bd<'_, '_> {
+    fn even(&self) -> bool {
+        self.ext.is_multiple_of(self.size) && self.size <= self.ext
+    }
+}
+
+#[derive(Clone)]
+struct Blk<'c, 'm> {
+    v: Value<'c, 'm>,
+    dims: Vec<Bd<'c, 'm>>,
+    dt: DType,
+    depth: usize,
+}
+
+impl Blk<'_, '_> {
+    fn shape(&self) -> Vec<u64> {
+        self.dims.iter().map(|d| d.size).collect()
+    }
+}
+
+/// The blocks of a value: a tensor's, or a tuple's fields'.
+#[derive(Clone)]
+enum Val<'c, 'm> {
+    T(Blk<'c, 'm>),
+    Tup(Vec<Val<'c, 'm>>),
+}
+
+impl<'c, 'm> Val<'c, 'm> {
+    /// The leaves' blocks, in field order.
+    fn blocks(&self) -> Vec<Blk<'c, 'm>> {
+        match self {
+            Val::T(b) => vec![b.clone()],
+            Val::Tup(v) => v.iter().flat_map(Val::blocks).collect(),
+        }
+    }
+
+    /// The deepest scope a block of it lives in.
+    fn depth(&self) -> usize {
+        self.blocks().iter().map(|b| b.depth).max().unwrap_or(0)
+    }
+
+    fn tensor(self) -> Result<Blk<'c, 'm>, String> {
+        match self {
+            Val::T(b) => Ok(b),
+            Val::Tup(_) => Err("a tuple value where a tensor is needed".into()),
+        }
+    }
+}
+
+struct Scope<'c, 'm> {
+    block: BlockRef<'c, 'm>,
+    /// The op of the enclosing scope's block that holds this scope.
+    anchor: Option<OperationRef<'c, 'm>>,
+}
+
+struct Em<'c, 'm, 'p, 'a> {
+    ctx: &'c Context,
+    loc: Location<'c>,
+    p: &'p Plan<'a>,
+    scopes: Vec<Scope<'c, 'm>>,
+    /// Bound axes: the depth of the binding and the offsets.
+    bound: HashMap<String, (usize, Value<'c, 'm>)>,
+    /// `tt.make_range(0, n)` at the top level.
+    ranges: HashMap<u64, Value<'c, 'm>>,
+    memo: HashMap<(ValueId, Layout), Val<'c, 'm>>,
+    args: HashMap<(ValueId, usize), Value<'c, 'm>>,
+    pad16: HashSet<u64>,
+    /// The tile index (an i32) of each bound axis.
+    idx: HashMap<String, Value<'c, 'm>>,
+    /// Aliases of axes: inside a loop over an axis that the requested
+    /// tiling also uses, the request's tiles are named by an alias bound
+    /// like the outer binding (see [`Em::par_reduce`]).
+    alias: HashMap<String, String>,
+    /// Signatures of the functions the reducers call.
+    sigs: efir_ir::dialect::Signatures,
+}
+
+type R<T> = Result<T, String>;

@@ -1,0 +1,148 @@
+//! Pointwise ops (`ew.*`) over blocks of one shape.
+
+use super::*;
+
+impl<'c, 'm> Em<'c, 'm, '_, '_> {
+    pub(super) fn pointwise(&mut self, v: ValueId, lay: &Layout) -> R<Blk<'c, 'm>> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let (er, rdt) = static_shape(self.p, f.ty(v))?;
+        let mut xs = Vec::new();
+        for o in &op.operands {
+            xs.push(self.operand(*o, &er, lay)?);
+        }
+        self.pointwise_blocks(&op.name, &op.attrs, xs, rdt)
+    }
+
+    /// Pointwise op `name` over blocks of one shape, giving `rdt`.
+    pub(super) fn pointwise_blocks(
+        &self,
+        name: &str,
+        attrs: &indexmap::IndexMap<String, Attr>,
+        mut xs: Vec<Blk<'c, 'm>>,
+        rdt: DType,
+    ) -> R<Blk<'c, 'm>> {
+        let depth = xs.iter().map(|x| x.depth).max().unwrap_or(0);
+        for x in xs.iter_mut() {
+            x.depth = depth;
+        }
+        let x0 = xs.first().cloned().ok_or("an ew op without operands")?;
+        let shape = x0.shape();
+        let dt = x0.dt;
+        let fl = is_float(dt);
+        let t = |d: DType| ty_text(&shape, dtype_name(d));
+        let bin = |s: &Self, fop: &str, iop: &str| -> R<Blk<'c, 'm>> {
+            let v = s.val(
+                depth,
+                if fl { fop } else { iop },
+                &[xs[0].v, xs[1].v],
+                &t(dt),
+                &[],
+            )?;
+            Ok(s.with(&x0, v, dt))
+        };
+        // Transcendental functions in f32, then back (as the Python build).
+        let f32u = |s: &Self, ops: &[&str]| -> R<Blk<'c, 'm>> {
+            let x = s.cast(&x0, DType::F32)?;
+            let mut v = x.v;
+            for o in ops {
+                v = s.val(depth, o, &[v], &t(DType::F32), &[])?;
+            }
+            s.cast(&s.with(&x0, v, DType::F32), rdt)
+        };
+        let out = match name {
+            "ew.add" => bin(self, "arith.addf", "arith.addi")?,
+            "ew.sub" => bin(self, "arith.subf", "arith.subi")?,
+            "ew.mul" => bin(self, "arith.mulf", "arith.muli")?,
+            "ew.div" => bin(self, "arith.divf", "arith.divsi")?,
+            "ew.max" => bin(self, "arith.maxnumf", "arith.maxsi")?,
+            "ew.min" => bin(self, "arith.minnumf", "arith.minsi")?,
+            "ew.neg" if fl => self.with(
+                &x0,
+                self.val(depth, "arith.negf", &[x0.v], &t(dt), &[])?,
+                dt,
+            ),
+            "ew.abs" if fl => {
+                self.with(&x0, self.val(depth, "math.absf", &[x0.v], &t(dt), &[])?, dt)
+            }
+            "ew.exp" => f32u(self, &["math.exp"])?,
+            "ew.log" => f32u(self, &["math.log"])?,
+            "ew.sqrt" => f32u(self, &["math.sqrt"])?,
+            "ew.rsqrt" => f32u(self, &["math.rsqrt"])?,
+            "ew.erf" => f32u(self, &["math.erf"])?,
+            "ew.sigmoid" | "ew.tanh" => {
+                // sigmoid(x) = 1 / (1 + exp(-x)); tanh(x) = 2 sigmoid(2x) - 1.
+                let x = self.cast(&x0, DType::F32)?;
+                let tf = t(DType::F32);
+                let one = self.splat_const(depth, 1.0, &shape, DType::F32)?;
+                let two = self.splat_const(depth, 2.0, &shape, DType::F32)?;
+                let mut a = x.v;
+                if name == "ew.tanh" {
+                    a = self.val(depth, "arith.mulf", &[a, two], &tf, &[])?;
+                }
+                let n = self.val(depth, "arith.negf", &[a], &tf, &[])?;
+                let e = self.val(depth, "math.exp", &[n], &tf, &[])?;
+                let d = self.val(depth, "arith.addf", &[one, e], &tf, &[])?;
+                let mut s = self.val(depth, "arith.divf", &[one, d], &tf, &[])?;
+                if name == "ew.tanh" {
+                    let m = self.val(depth, "arith.mulf", &[s, two], &tf, &[])?;
+                    s = self.val(depth, "arith.subf", &[m, one], &tf, &[])?;
+                }
+                self.cast(&self.with(&x0, s, DType::F32), rdt)?
+            }
+            "ew.pow" => {
+                let b = self.cast(&x0, DType::F32)?;
+                let e = self.cast(&xs[1], DType::F32)?;
+                let tf = t(DType::F32);
+                let l = self.val(depth, "math.log", &[b.v], &tf, &[])?;
+                let m = self.val(depth, "arith.mulf", &[e.v, l], &tf, &[])?;
+                let x = self.val(depth, "math.exp", &[m], &tf, &[])?;
+                self.cast(&self.with(&x0, x, DType::F32), rdt)?
+            }
+            "ew.select" => {
+                let (c, a, b) = (&xs[0], &xs[1], &xs[2]);
+                let v = self.val(depth, "arith.select", &[c.v, a.v, b.v], &t(a.dt), &[])?;
+                self.with(a, v, a.dt)
+            }
+            "ew.cmp" => {
+                let pred = attrs
+                    .get("pred")
+                    .and_then(Attr::as_word)
+                    .ok_or("ew.cmp without a predicate")?;
+                let (fp, ip) = match pred {
+                    "eq" => (1, 0),
+                    "ne" => (13, 1),
+                    "lt" => (4, 2),
+                    "le" => (5, 3),
+                    "gt" => (2, 4),
+                    "ge" => (3, 5),
+                    other => return Err(format!("ew.cmp predicate `{other}`")),
+                };
+                let (o, p) = if fl {
+                    ("arith.cmpf", fp)
+                } else {
+                    ("arith.cmpi", ip)
+                };
+                let v = self.val(
+                    depth,
+                    o,
+                    &[xs[0].v, xs[1].v],
+                    &t(DType::I1),
+                    &[("predicate", format!("{p} : i64"))],
+                )?;
+                self.with(&x0, v, DType::I1)
+            }
+            "ew.cast" => self.cast(&x0, rdt)?,
+            other => {
+                return Err(format!(
+                    "`{other}` on {} (not covered by the TTIR path)",
+                    dtype_name(dt)
+                ))
+            }
+        };
+        if out.dt != rdt {
+            return self.cast(&out, rdt);
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,362 @@
+//! Reductions inside a kernel: `tensor.reduce` over a block (sum, max,
+//! min, their products, repaired reducers with `f` inlined over the
+//! tile), reducer states merged (`combine`, repairs by `h`), and reducer
+//! functions inlined over blocks.
+
+use super::*;
+
+impl<'c, 'm> Em<'c, 'm, '_, '_> {
+    /// `x` with the elements past the extent of dim `d` replaced by `fill`.
+    pub(super) fn pad(&self, x: &Blk<'c, 'm>, d: usize, fill: f64) -> R<Blk<'c, 'm>> {
+        let bd = x.dims[d];
+        if bd.even() {
+            return Ok(x.clone());
+        }
+        let Some(m) = self.mask(&[bd], x.depth)? else {
+            return Ok(x.clone());
+        };
+        let r = x.dims.len();
+        let shape = x.shape();
+        let m = if r > 1 {
+            let mut unit = vec![1; r];
+            unit[d] = bd.size;
+            // `mask` gave a rank-1 block; place it along dim `d`.
+            let m = self.along(x.depth, m, bd.size, d, r, "i1")?;
+            self.bcast(x.depth, m, &unit, &shape, "i1")?
+        } else {
+            m
+        };
+        let c = self.splat_const(x.depth, fill, &shape, x.dt)?;
+        let v = self.val(
+            x.depth,
+            "arith.select",
+            &[m, x.v, c],
+            &ty_text(&shape, dtype_name(x.dt)),
+            &[],
+        )?;
+        Ok(self.with(x, v, x.dt))
+    }
+
+    /// `tt.reduce` of `x` (f32) along `d` with `combine` (`arith.addf`, ...).
+    pub(super) fn tt_reduce(&self, x: &Blk<'c, 'm>, d: usize, combine: &str) -> R<Value<'c, 'm>> {
+        let mut rs = x.shape();
+        rs.remove(d);
+        let elt = dtype_name(x.dt);
+        let rt = self.ty(&ty_text(&rs, elt))?;
+        let et = self.ty(elt)?;
+        let region = Region::new();
+        let blk = Block::new(&[(et, self.loc), (et, self.loc)]);
+        let (a, b) = (
+            blk.argument(0).map_err(|e| e.to_string())?,
+            blk.argument(1).map_err(|e| e.to_string())?,
+        );
+        let s = blk.append_operation(
+            OperationBuilder::new(combine, self.loc)
+                .add_operands(&[a.into(), b.into()])
+                .add_results(&[et])
+                .build()
+                .map_err(|e| e.to_string())?,
+        );
+        let sv: Value = s.result(0).map_err(|e| e.to_string())?.into();
+        blk.append_operation(
+            OperationBuilder::new("tt.reduce.return", self.loc)
+                .add_operands(&[sv])
+                .build()
+                .map_err(|e| e.to_string())?,
+        );
+        region.append_block(blk);
+        let op = OperationBuilder::new("tt.reduce", self.loc)
+            .add_operands(&[x.v])
+            .add_results(&[rt])
+            .add_attributes(&[(
+                Identifier::new(self.ctx, "axis"),
+                Attribute::parse(self.ctx, &format!("{d} : i32")).ok_or("axis")?,
+            )])
+            .add_regions([region])
+            .build()
+            .map_err(|e| e.to_string())?;
+        let r = self.place(x.depth, op);
+        Ok(r.result(0).map_err(|e| e.to_string())?.into())
+    }
+
+    /// The tiling of operand `a` of a reduction over dim `d`: the result's,
+    /// with the reduced dim tiled as `a` is (by the axis of a parallel
+    /// reduction, whose loop binds it) or whole.
+    pub(super) fn reduce_input_layout(&self, a: ValueId, lay: &Layout, d: usize) -> Layout {
+        let mut la = lay.clone();
+        la.insert(d, layout_of(self.p.func.ty(a)).get(d).cloned().flatten());
+        la
+    }
+
+    pub(super) fn reduce(&mut self, v: ValueId, lay: &Layout) -> R<Val<'c, 'm>> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let d = op.attrs.get("dim").and_then(Attr::as_int).unwrap_or(0) as usize;
+        let r = op.attrs.get("reducer").ok_or("reduce without reducer")?;
+        let a = op.operands[0];
+        let la = self.reduce_input_layout(a, lay, d);
+        let xs = self.emit_val(a, &la)?.blocks();
+        let states = self.tile_reduce(r, &xs, d)?;
+        self.finish(v, lay, states)
+    }
+
+    /// Reducer states (f32 blocks) as the blocks of `v`, in its dtypes.
+    pub(super) fn finish(
+        &mut self,
+        v: ValueId,
+        lay: &Layout,
+        states: Vec<Blk<'c, 'm>>,
+    ) -> R<Val<'c, 'm>> {
+        let t = self.p.func.ty(v);
+        let leaves = leaf_shapes(self.p, t)?;
+        if leaves.len() != states.len() {
+            return Err("the reducer's state count differs from the result's fields".into());
+        }
+        let mut out = Vec::new();
+        for ((er, rdt), s) in leaves.into_iter().zip(states) {
+            let (dims, dd) = self.dims(&er, lay)?;
+            let b = Blk {
+                v: s.v,
+                dims,
+                dt: s.dt,
+                depth: dd.max(s.depth),
+            };
+            out.push(Val::T(self.cast(&b, rdt)?));
+        }
+        if t.as_tensor().is_some() {
+            return out.pop().ok_or_else(|| "no state".into());
+        }
+        Ok(Val::Tup(out))
+    }
+
+    /// Reduce blocks `xs` (the fields of one input) along dim `d` with
+    /// reducer `r`: its states, f32 blocks without dim `d`.
+    pub(super) fn tile_reduce(
+        &mut self,
+        r: &Attr,
+        xs: &[Blk<'c, 'm>],
+        d: usize,
+    ) -> R<Vec<Blk<'c, 'm>>> {
+        let Attr::Term(name, args) = r else {
+            return Err(format!("malformed reducer `{r}`"));
+        };
+        match name.as_str() {
+            "red.sum" | "red.max" | "red.min" if args.is_empty() => {
+                let (combine, ident) = leaf_reducer(name).ok_or("malformed reducer")?;
+                let x = xs.first().ok_or("a reduction of nothing")?;
+                if !is_float(x.dt) {
+                    return Err("an integer reduction (not covered by the TTIR path)".into());
+                }
+                let x = self.cast(x, DType::F32)?;
+                let x = self.pad(&x, d, ident)?;
+                let s = self.tt_reduce(&x, d, combine)?;
+                let mut dims = x.dims.clone();
+                dims.remove(d);
+                Ok(vec![Blk {
+                    v: s,
+                    dims,
+                    dt: DType::F32,
+                    depth: x.depth,
+                }])
+            }
+            "red.prod" => {
+                let mut out = Vec::new();
+                let mut rest = xs;
+                for (_, c) in args {
+                    let n = arity(c, &self.sigs).ok_or("malformed product")?.inputs;
+                    let (h, t) = rest.split_at(n.min(rest.len()));
+                    out.extend(self.tile_reduce(c, h, d)?);
+                    rest = t;
+                }
+                Ok(out)
+            }
+            "red.repair" => {
+                let (p, c, fname, _) = repair_parts(args).ok_or("malformed repair")?;
+                let ip = arity(p, &self.sigs).ok_or("malformed repair")?.inputs;
+                let s = self.tile_reduce(p, &xs[..ip.min(xs.len())], d)?;
+                // f(x..., s...) over the tile, the producer's states
+                // broadcast along `d`; then the consumer over its results.
+                let x0 = xs.first().ok_or("a reduction of nothing")?;
+                let depth = xs
+                    .iter()
+                    .chain(&s)
+                    .map(|b| b.depth)
+                    .max()
+                    .unwrap_or(0);
+                let mut fargs = Vec::new();
+                for b in xs {
+                    if b.shape() != x0.shape() {
+                        return Err(
+                            "a repaired reduction of fields with different blocks (not covered by the TTIR path)"
+                                .into(),
+                        );
+                    }
+                    let mut x = self.cast(b, DType::F32)?;
+                    x.depth = depth;
+                    fargs.push(x);
+                }
+                for sv in &s {
+                    fargs.push(self.unreduce(sv, d, &x0.dims, depth)?);
+                }
+                let ys = self.inline(fname, fargs, depth)?;
+                let cs = self.tile_reduce(c, &ys, d)?;
+                Ok(s.into_iter().chain(cs).collect())
+            }
+            _ => Err(format!(
+                "reducer `{r}` (not covered by the TTIR path; sum, max, min, their products and repairs are)"
+            )),
+        }
+    }
+
+    /// State block `s` (without dim `d`) broadcast along `d` to `dims`.
+    pub(super) fn unreduce(
+        &self,
+        s: &Blk<'c, 'm>,
+        d: usize,
+        dims: &[Bd<'c, 'm>],
+        depth: usize,
+    ) -> R<Blk<'c, 'm>> {
+        let to: Vec<u64> = dims.iter().map(|b| b.size).collect();
+        let elt = dtype_name(s.dt);
+        let v = if s.dims.is_empty() {
+            self.val(depth, "tt.splat", &[s.v], &ty_text(&to, elt), &[])?
+        } else {
+            let mut unit = s.shape();
+            unit.insert(d, 1);
+            let e = self.val(
+                depth,
+                "tt.expand_dims",
+                &[s.v],
+                &ty_text(&unit, elt),
+                &[("axis", format!("{d} : i32"))],
+            )?;
+            self.bcast(depth, e, &unit, &to, elt)?
+        };
+        Ok(Blk {
+            v,
+            dims: dims.to_vec(),
+            dt: s.dt,
+            depth,
+        })
+    }
+
+    /// Function `fname` of the module (pointwise, over scalars) applied to
+    /// blocks of one shape, at `depth`: its results, in f32.
+    pub(super) fn inline(
+        &mut self,
+        fname: &str,
+        args: Vec<Blk<'c, 'm>>,
+        depth: usize,
+    ) -> R<Vec<Blk<'c, 'm>>> {
+        let g = self
+            .p
+            .module
+            .func(fname)
+            .ok_or_else(|| format!("no function @{fname}"))?;
+        if g.params.len() != args.len() {
+            return Err(format!(
+                "@{fname} takes {} arguments, the reducer gives {}",
+                g.params.len(),
+                args.len()
+            ));
+        }
+        let proto = args.first().cloned().ok_or("a function of no arguments")?;
+        let mut env: HashMap<ValueId, Blk<'c, 'm>> = g.params.iter().copied().zip(args).collect();
+        for op in &g.ops {
+            let (rs, dt) = static_shape(self.p, g.ty(op.result))?;
+            if !rs.is_empty() {
+                return Err(format!("@{fname} is not over scalars"));
+            }
+            let b = match op.name.as_str() {
+                "tensor.full" => {
+                    let x = op.attrs.get("value").and_then(Attr::as_f64).unwrap_or(0.0);
+                    let v = self.splat_const(depth, x, &proto.shape(), dt)?;
+                    Blk {
+                        v,
+                        dims: proto.dims.clone(),
+                        dt,
+                        depth,
+                    }
+                }
+                n if n.starts_with("ew.") => {
+                    let mut xs = Vec::new();
+                    for o in &op.operands {
+                        xs.push(env.get(o).cloned().ok_or("an operand defined later")?);
+                    }
+                    self.pointwise_blocks(n, &op.attrs, xs, dt)?
+                }
+                other => {
+                    return Err(format!(
+                        "`{other}` in @{fname} (not covered by the TTIR path)"
+                    ))
+                }
+            };
+            env.insert(op.result, b);
+        }
+        let mut out = Vec::new();
+        for x in &g.returns {
+            let b = env.get(x).ok_or("a result defined nowhere")?;
+            out.push(self.cast(b, DType::F32)?);
+        }
+        Ok(out)
+    }
+
+    /// Merge reducer states `a` and `b` (f32 blocks of one shape) at `depth`.
+    pub(super) fn combine(
+        &mut self,
+        r: &Attr,
+        a: &[Blk<'c, 'm>],
+        b: &[Blk<'c, 'm>],
+        depth: usize,
+    ) -> R<Vec<Blk<'c, 'm>>> {
+        let Attr::Term(name, args) = r else {
+            return Err(format!("malformed reducer `{r}`"));
+        };
+        match name.as_str() {
+            "red.sum" | "red.max" | "red.min" if args.is_empty() => {
+                let (op, _) = leaf_reducer(name).ok_or("malformed reducer")?;
+                let (x, y) = (
+                    a.first().ok_or("no state")?,
+                    b.first().ok_or("no state")?,
+                );
+                let v = self.val(depth, op, &[x.v, y.v], &ty_text(&x.shape(), "f32"), &[])?;
+                Ok(vec![Blk {
+                    v,
+                    dims: x.dims.clone(),
+                    dt: DType::F32,
+                    depth,
+                }])
+            }
+            "red.prod" => {
+                let mut out = Vec::new();
+                let (mut ra, mut rb) = (a, b);
+                for (_, c) in args {
+                    let n = arity(c, &self.sigs).ok_or("malformed product")?.states;
+                    let (ha, ta) = ra.split_at(n.min(ra.len()));
+                    let (hb, tb) = rb.split_at(n.min(rb.len()));
+                    out.extend(self.combine(c, ha, hb, depth)?);
+                    (ra, rb) = (ta, tb);
+                }
+                Ok(out)
+            }
+            "red.repair" => {
+                // s = p(s1, s2); each consumer state repaired to s by h,
+                // then merged.
+                let (p, c, _, h) = repair_parts(args).ok_or("malformed repair")?;
+                let np = arity(p, &self.sigs).ok_or("malformed repair")?.states;
+                let (s1, c1) = a.split_at(np.min(a.len()));
+                let (s2, c2) = b.split_at(np.min(b.len()));
+                let s = self.combine(p, s1, s2, depth)?;
+                let args1: Vec<_> = c1.iter().chain(s1).chain(&s).cloned().collect();
+                let args2: Vec<_> = c2.iter().chain(s2).chain(&s).cloned().collect();
+                let c1 = self.inline(h, args1, depth)?;
+                let c2 = self.inline(h, args2, depth)?;
+                let cs = self.combine(c, &c1, &c2, depth)?;
+                Ok(s.into_iter().chain(cs).collect())
+            }
+            _ => Err(format!(
+                "reducer `{r}` (not covered by the TTIR path; sum, max, min, their products and repairs are)"
+            )),
+        }
+    }
+}
