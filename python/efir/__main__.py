@@ -130,9 +130,7 @@ def main(argv=None):
         configure("debug" if args.verbose > 1 else "info")
     try:
         if args.cmd == "report":
-            from .report import main as report
-
-            return report(args)
+            return _report(args)
         if args.cmd == "tune":
             return _tune(args)
         if args.cmd == "cache":
@@ -143,6 +141,24 @@ def main(argv=None):
     except _Fail as e:
         print(f"error: {e}", file=sys.stderr)
         return e.code
+
+
+def _report(args):
+    """`report`: the table is made first and written by `_write` (a closed
+    or full stdout is one error line, exit 1); an unwritable chart path too."""
+    import contextlib
+    import io
+
+    from .report import main as report
+
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buf):
+            rc = report(args)
+    except OSError as e:
+        raise _Fail(f"cannot write `{args.out}`: {e.strerror or e}") from None
+    _write(buf.getvalue(), None)
+    return rc
 
 
 def _user_object(target):

@@ -114,7 +114,15 @@ CASES = [
     ("tune-binary", ["tune", "bin.efir", "-o", "t.efir"], {}, "file", 1, "not UTF-8 text"),
     ("cache-list-dir-file", ["cache", "list"], {"EFIR_CACHE_DIR": "/dev/null"}, "file", 1, "`/dev/null` is not a folder"),
     ("cache-clear-dir-file", ["cache", "clear"], {"EFIR_CACHE_DIR": "/dev/null"}, "file", 1, "`/dev/null` is not a folder"),
+    ("report-stdout-closed", ["report", str(ROOT / "bench/results/2026-12-01-s21-h200-b8.json")], {}, "closed", 1, "cannot write to stdout: Broken pipe"),
+    ("report-stdout-full", ["report", str(ROOT / "bench/results/2026-12-01-s21-h200-b8.json")], {}, "full", 1, "cannot write to stdout: No space left"),
 ]
+try:
+    import matplotlib  # noqa: F401 (the chart needs it; without it `-o` is another error)
+except ImportError:
+    pass
+else:
+    CASES.append(("report-o-not-a-dir", ["report", str(ROOT / "bench/results/2026-12-01-s21-h200-b8.json"), "-o", "/dev/null/x.png"], {}, "file", 1, "cannot write `/dev/null/x.png`"))
 
 
 @pytest.fixture(scope="module")
