@@ -145,7 +145,9 @@ def test_ttir_numerics(tmp_path, src, func):
 # repaired max/sum/sum reducer over key tiles, with the causal mask in
 # prefill), split-K kernels whose partial tiles are collected into a buffer
 # (a dim of |@k| tiles) and reduced by the next kernel, tuples of reducer
-# states, and a reduction over an axis that also tiles its result. Each runs
+# states, a reduction over an axis that also tiles its result, and ops that
+# read memory at other indices (slices, concatenations, reshapes that split
+# or merge dims). Each runs
 # on fresh random inputs (the seed is in the failure message).
 LOOPS = [
     ("examples/derivations/attn_decode.efir", "attn_decode"),
@@ -161,6 +163,9 @@ LOOPS = [
     ("lit-tests/TTIR/attention.efir", "attn_decode"),
     ("lit-tests/TTIR/collect.efir", "splitk"),
     ("lit-tests/TTIR/collect.efir", "pair"),
+    ("lit-tests/TTIR/views.efir", "rot"),
+    ("lit-tests/TTIR/views.efir", "strided"),
+    ("lit-tests/TTIR/views.efir", "regroup"),
 ]
 
 

@@ -261,10 +261,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 let nu_r: Vec<usize> = (0..er.len()).filter(|j| er[*j] != 1).collect();
                 if nu_a.len() != nu_r.len() || nu_a.iter().zip(&nu_r).any(|(x, y)| ea[*x] != er[*y])
                 {
-                    return Err(
-                        "a reshape that merges or splits dims (not covered by the TTIR path)"
-                            .into(),
-                    );
+                    return self.reshaped_load(v, a, lay);
                 }
                 let mut la: Layout = vec![None; ea.len()];
                 for (x, y) in nu_a.iter().zip(&nu_r) {
@@ -332,6 +329,8 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 })
             }
             "tensor.matmul" | "tile.matmul" => self.matmul(v, lay),
+            "tensor.slice" => self.slice(v, lay),
+            "tensor.concat" => self.concat(v, lay),
             _ if name.starts_with("ew.") => self.pointwise(v, lay),
             other => Err(format!(
                 "`{other}` inside a kernel (not covered by the TTIR path)"

@@ -10,6 +10,7 @@ mod matmul;
 mod pointwise;
 mod reduce;
 mod shapes;
+mod views;
 
 use efir_dialect_red::{arity, repair_parts};
 use efir_ir::{Attr, DType, Dim, Func, Module, Type as EType, ValueId};
