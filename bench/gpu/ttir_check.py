@@ -1,17 +1,20 @@
 """The TTIR build against the Python build, on the GPU (issue 31).
 
 For every case that bench/gpu/ttir_prepare.sh wrote under bench/gpu/ttir/
-(a workload at one B: `<stem>.ttir.json` with its `.ttir` kernels, and
-`<stem>.py`, the Python build of the same program at the same schedule),
+(a workload at one B, `<workload>_B<B>` its source program and
+`<workload>_B<B>_best` efir's best candidate: `<stem>.ttir.json` with its
+`.ttir` kernels, and `<stem>.py`, the Python build of the same program at
+the same schedule),
 compile the TTIR kernels with Triton, run both builds on the same random
 inputs, and print the relative L2 error of the results (<= 1e-2 passes) and
 both times (triton.testing.do_bench, median), with their ratio.
 
     python3 bench/gpu/ttir_check.py [--dir bench/gpu/ttir] [--cases REGEX] [--out results.json]
 
-The attention workloads' source programs (attn_*) plan their softmax
-reductions as whole-row blocks (1x32x64x1024 f32 at B=1, in both builds):
-Triton takes minutes to compile those kernels; --cases leaves them out.
+The attention workloads' source programs (attn_*_B<B> without _best) plan
+their softmax reductions as whole-row blocks (1x32x64x1024 f32 at B=1, in
+both builds): Triton takes minutes to compile those kernels; --cases leaves
+them out. Rows are written to --out as each case finishes.
 
 Runs with the repository as cwd (imports python/efir/ttir.py); needs torch
 and Triton, no Rust.
@@ -74,10 +77,17 @@ def main():
             row["error"] = f"{type(e).__name__}: {e}"
             print(f"{case:24} ERROR {row['error'][:300]}")
         rows.append(row)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(rows, f, indent=1)
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(rows, f, indent=1)
     print(f"{len(rows) - bad}/{len(rows)} cases correct")
+    ratios = [r["ratio"] for r in rows if "ratio" in r]
+    if ratios:
+        within = sum(abs(x - 1) <= 0.05 for x in ratios)
+        gm = 1.0
+        for x in ratios:
+            gm *= x ** (1 / len(ratios))
+        print(f"time TTIR/Python: geometric mean {gm:.3f}, {within}/{len(ratios)} within 5%")
     return 1 if bad else 0
 
 
