@@ -2,14 +2,15 @@
 //! e-graph with its roots ([`from_func`]); an e-graph is written as an
 //! `egraph` dialect function ([`to_egraph_text`]) and read back
 //! ([`from_egraph_func`]); and a chosen e-node per e-class becomes a
-//! function of value ops again ([`to_func_text`]).
+//! function of value ops again ([`to_func`], printed by [`to_func_text`]).
 
 use crate::analysis::{arg_leaf, operand_count, Ctx, Data, EGraph, TypeAnalysis};
 use crate::dialects::value_registry;
+use efir_diagnostics::Span;
 use efir_ir::dialect::Signatures;
-use efir_ir::{Attr, Func, Module, Type};
+use efir_ir::{Attr, Func, Module, Type, ValueId};
 use egg::{Id, SymbolLang};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 use std::sync::Arc;
 
@@ -287,23 +288,58 @@ pub fn to_egraph_text(g: &Graph) -> String {
 }
 
 /// A function of value ops built from one chosen e-node per e-class
-/// (`choose(class)`), shared sub-terms emitted once, in the generic form.
+/// (`choose(class)`), shared sub-terms emitted once, in the generic form:
+/// [`to_func`] printed.
 pub fn to_func_text(g: &Graph, choose: &dyn Fn(Id) -> SymbolLang) -> Result<String, String> {
+    let f = to_func(g, &g.name, Span::default(), choose)?;
+    let m = Module { funcs: vec![f] };
+    Ok(efir_ir::print_module(
+        &m,
+        &g.egraph.analysis.ctx.registry,
+        efir_ir::PrintOptions { generic: true },
+    ))
+}
+
+/// The function `@name` of value ops built from one chosen e-node per
+/// e-class (`choose(class)`), shared sub-terms built once, operands before
+/// their users (depth first from the roots, first operand first). Its
+/// values are the parameters of `g` and `%_0`, `%_1`, ... (skipping
+/// parameter names); the function, its ops and values carry `span`.
+pub fn to_func(
+    g: &Graph,
+    name: &str,
+    span: Span,
+    choose: &dyn Fn(Id) -> SymbolLang,
+) -> Result<Func, String> {
     let eg = &g.egraph;
-    let mut s = header(g, &g.name);
-    let mut names: HashMap<Id, String> = HashMap::new();
+    let mut f = Func::new(name);
+    f.name_span = span;
+    f.span = span;
+    f.return_span = span;
+    for (n, t) in &g.params {
+        let p = f.push_value(n.clone(), t.clone(), span);
+        f.params.push(p);
+    }
+    f.results = g.results.clone();
+    f.result_spans = vec![span; g.results.len()];
+    let taken: HashSet<&str> = g.params.iter().map(|(n, _)| n.as_str()).collect();
+    let mut values: HashMap<Id, ValueId> = HashMap::new();
     let mut k = 0;
     // Iterative post-order over the chosen e-nodes.
     let mut stack: Vec<(Id, bool)> = g.roots.iter().rev().map(|r| (eg.find(*r), false)).collect();
-    let mut on_path: std::collections::HashSet<Id> = std::collections::HashSet::new();
+    let mut on_path: HashSet<Id> = HashSet::new();
     while let Some((c, expanded)) = stack.pop() {
-        if names.contains_key(&c) {
+        if values.contains_key(&c) {
             continue;
         }
         let n = choose(c);
         if let Some(i) = n.op.as_str().strip_prefix("arg") {
             let i: usize = i.parse().map_err(|_| "bad argument leaf".to_string())?;
-            names.insert(c, format!("%{}", g.params[i].0));
+            let p = f
+                .params
+                .get(i)
+                .ok_or("an argument leaf past the parameters")?;
+            values.insert(c, *p);
             continue;
         }
         let ops: Vec<Id> = node_operands(eg, &n).iter().map(|x| eg.find(*x)).collect();
@@ -313,46 +349,31 @@ pub fn to_func_text(g: &Graph, choose: &dyn Fn(Id) -> SymbolLang) -> Result<Stri
             }
             stack.push((c, true));
             for o in ops.iter().rev() {
-                if !names.contains_key(o) {
+                if !values.contains_key(o) {
                     stack.push((*o, false));
                 }
             }
             continue;
         }
         on_path.remove(&c);
-        let args: Vec<String> = ops
+        let operands: Vec<ValueId> = ops
             .iter()
-            .map(|o| names.get(o).cloned().ok_or("operand not emitted"))
+            .map(|o| values.get(o).copied().ok_or("operand not emitted"))
             .collect::<Result<_, _>>()?;
-        let tys: Vec<String> = ops
-            .iter()
-            .map(|o| eg[*o].data.ty().map(|t| t.to_string()).unwrap_or_default())
-            .collect();
         let ty = eg[c].data.ty().ok_or("a value e-class without a type")?;
-        let name = format!("%_{k}");
-        k += 1;
-        let _ = writeln!(
-            s,
-            "  {name} = \"{}\"({}){} : ({}) -> {ty}",
-            n.op,
-            args.join(", "),
-            attr_dict(&node_attrs(eg, &n), ""),
-            tys.join(", ")
-        );
-        names.insert(c, name);
+        let result = loop {
+            let r = format!("_{k}");
+            k += 1;
+            if !taken.contains(r.as_str()) {
+                break r;
+            }
+        };
+        let attrs = node_attrs(eg, &n).into_iter().collect();
+        let v = f.push_op(n.op.as_str(), operands, attrs, result, ty.clone(), span);
+        values.insert(c, v);
     }
-    let rets: Vec<String> = g
-        .roots
-        .iter()
-        .map(|r| names[&eg.find(*r)].clone())
-        .collect();
-    let tys: Vec<String> = g.results.iter().map(|t| t.to_string()).collect();
-    if rets.is_empty() {
-        s.push_str("  return\n}\n");
-    } else {
-        let _ = writeln!(s, "  return {} : {}\n}}", rets.join(", "), tys.join(", "));
-    }
-    Ok(s)
+    f.returns = g.roots.iter().map(|r| values[&eg.find(*r)]).collect();
+    Ok(f)
 }
 
 /// The e-classes that `f`'s returned values already have in the e-graph of

@@ -87,15 +87,20 @@ pub fn library_signatures() -> &'static efir_ir::dialect::Signatures {
     SIGS.get_or_init(|| efir_ir::verify::signatures(library_parsed()))
 }
 
+/// The library functions that `names` mentions, in the library's order.
+pub fn used_funcs(names: &std::collections::BTreeSet<String>) -> Vec<efir_ir::Func> {
+    library_parsed()
+        .funcs
+        .iter()
+        .filter(|f| names.contains(&f.name))
+        .cloned()
+        .collect()
+}
+
 /// The text of the library functions that `names` mentions.
 pub fn used_text(names: &std::collections::BTreeSet<String>) -> String {
     let used = efir_ir::Module {
-        funcs: library_parsed()
-            .funcs
-            .iter()
-            .filter(|f| names.contains(&f.name))
-            .cloned()
-            .collect(),
+        funcs: used_funcs(names),
     };
     efir_ir::print_module(
         &used,

@@ -156,6 +156,44 @@ impl Func {
         ValueId(self.values.len() as u32 - 1)
     }
 
+    /// Add a value named `name`, which the caller keeps unique (unlike
+    /// [`Func::add_value`], nothing is looked up: building a function of
+    /// many values stays linear).
+    pub fn push_value(&mut self, name: String, ty: Type, span: Span) -> ValueId {
+        self.values.push(ValueInfo {
+            name,
+            ty,
+            span,
+            type_span: span,
+        });
+        ValueId(self.values.len() as u32 - 1)
+    }
+
+    /// Append the op `name` over `operands` with `attrs` (in the op
+    /// definition's order), defining the value `result` of type `ty`
+    /// ([`Func::push_value`]); the op and its value carry `span`.
+    pub fn push_op(
+        &mut self,
+        name: &str,
+        operands: Vec<ValueId>,
+        attrs: IndexMap<String, Attr>,
+        result: String,
+        ty: Type,
+        span: Span,
+    ) -> ValueId {
+        let id = self.push_value(result, ty, span);
+        self.ops.push(Op {
+            name: name.to_string(),
+            operand_spans: vec![span; operands.len()],
+            attr_spans: attrs.keys().map(|k| (k.clone(), span)).collect(),
+            operands,
+            attrs,
+            result: id,
+            span,
+        });
+        id
+    }
+
     /// How many times each value is used (by ops and by `return`).
     pub fn use_counts(&self) -> Vec<usize> {
         let mut uses = vec![0; self.values.len()];

@@ -403,11 +403,11 @@ fn determined_classes_lose_no_class() {
 }
 
 #[test]
-fn candidates_parse_alike_in_runs() {
+fn candidate_module_is_verified_alike_in_runs() {
     // The candidates of the small attn_decode, which refer to reducer
-    // functions: parsed and verified in one run and in several (one
-    // thread each), the module is the same, with the reducer functions in
-    // front or, as library functions, at the end.
+    // functions: put together and verified on one thread and on several,
+    // the module is the same, with the reducer functions in front or, as
+    // library functions, at the end.
     let reg = efir_registry::registry();
     let src = std::fs::read_to_string(root().join("examples/small/attn_decode.efir")).unwrap();
     let m = compacted(&src, "max-candidates=40", &reg);
@@ -420,9 +420,6 @@ fn candidates_parse_alike_in_runs() {
         .cloned()
         .partition(|f| f.name.starts_with("efir."));
     assert!(!lambdas.is_empty() && cands.len() == 40);
-    let bodies: Vec<String> = cands.iter().map(|f| print(vec![f.clone()])).collect();
-    let names: BTreeSet<String> = lambdas.iter().map(|f| f.name.clone()).collect();
-    let lambda_text = print(lambdas.clone());
     let mut cx = efir_ir::pass::PassContext {
         registry: &reg,
         diags: Vec::new(),
@@ -431,41 +428,46 @@ fn candidates_parse_alike_in_runs() {
     let front = print(m.funcs.clone());
     let back = print(cands.iter().chain(&lambdas).cloned().collect());
     for workers in [1, 2, 3, 7] {
-        let a = efir_egraph::compact::parse_candidates(
-            &lambda_text,
-            &bodies,
-            "",
-            &BTreeSet::new(),
+        let a = efir_egraph::compact::candidate_module(
+            lambdas.clone(),
+            cands.clone(),
+            Vec::new(),
             workers,
             &mut cx,
         )
         .unwrap();
         assert_eq!(print(a.funcs), front, "{workers} runs, reducers in front");
-        let b = efir_egraph::compact::parse_candidates(
-            "",
-            &bodies,
-            &format!("\n{lambda_text}"),
-            &names,
+        let b = efir_egraph::compact::candidate_module(
+            Vec::new(),
+            cands.clone(),
+            lambdas.clone(),
             workers,
             &mut cx,
         )
         .unwrap();
         assert_eq!(print(b.funcs), back, "{workers} runs, library at the end");
     }
-    // A candidate that does not verify fails the pass with an error, in
-    // any run.
-    let mut bad = bodies.clone();
-    bad[25] = bad[25].replacen("func @", "func @@", 1);
-    assert!(efir_egraph::compact::parse_candidates(
-        &lambda_text,
-        &bad,
-        "",
-        &BTreeSet::new(),
-        3,
-        &mut cx
-    )
-    .is_err());
-    assert!(!cx.diags.is_empty());
+    assert!(cx.diags.is_empty());
+    // A candidate that does not verify (it returns one value too few), or
+    // a function defined twice, fails the pass with an error, in any run.
+    let mut bad = cands.clone();
+    bad[25].returns.clear();
+    assert!(
+        efir_egraph::compact::candidate_module(lambdas.clone(), bad, Vec::new(), 3, &mut cx)
+            .is_err()
+    );
+    assert!(cx
+        .diags
+        .iter()
+        .any(|d| d.message.contains("returns 0 values")));
+    let mut twice = cands.clone();
+    twice.push(cands[3].clone());
+    cx.diags.clear();
+    assert!(
+        efir_egraph::compact::candidate_module(lambdas.clone(), twice, Vec::new(), 2, &mut cx)
+            .is_err()
+    );
+    assert!(cx.diags.iter().any(|d| d.message.contains("defined twice")));
 }
 
 #[test]

@@ -1,140 +1,113 @@
-//! The candidates as functions: their text (with kernel count and
-//! materialized bytes), and the module they are read back into.
+//! The candidates as functions (IR built directly, with kernel count and
+//! materialized bytes), and the module they are put together in, verified
+//! once.
 
 use super::kinds::{pointwise, stateless};
 use crate::analysis::EGraph;
-use crate::convert::{node_operands, to_func_text, Graph};
-use efir_diagnostics::Diag;
+use crate::convert::{node_operands, to_func, Graph};
+use efir_diagnostics::{codes, Diag, Span};
 use efir_ir::pass::{PassContext, PassFailed};
-use efir_ir::Module;
+use efir_ir::{Attr, Func, Module};
 use egg::{Id, SymbolLang};
 use std::collections::{HashMap, HashSet};
 
-/// The text of each candidate of `g` (in order), written by up to
-/// `threads` threads (each writes every `threads`-th one).
-pub(super) fn candidate_texts(
+/// The function of each candidate of `g` (in order), built by up to
+/// `threads` threads (each builds every `threads`-th one); they carry
+/// `span` (the source function's).
+pub fn candidate_funcs(
     g: &Graph,
+    span: Span,
     candidates: &[HashMap<Id, SymbolLang>],
     threads: usize,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<Func>, String> {
     let n = candidates.len();
     let workers = threads.clamp(1, n.max(1));
-    let write = |w: usize| -> Result<Vec<(usize, String)>, String> {
+    let build = |w: usize| -> Result<Vec<(usize, Func)>, String> {
         (w..n)
             .step_by(workers)
-            .map(|i| candidate_text(g, &candidates[i], i).map(|t| (i, t)))
+            .map(|i| candidate_func(g, span, &candidates[i], i).map(|f| (i, f)))
             .collect()
     };
-    let parts: Vec<Result<Vec<(usize, String)>, String>> = if workers == 1 {
-        vec![write(0)]
+    let parts: Vec<Result<Vec<(usize, Func)>, String>> = if workers == 1 {
+        vec![build(0)]
     } else {
         std::thread::scope(|scope| {
             let hs: Vec<_> = (0..workers)
-                .map(|w| scope.spawn(move || write(w)))
+                .map(|w| scope.spawn(move || build(w)))
                 .collect();
             hs.into_iter()
                 .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
                 .collect()
         })
     };
-    let mut texts: Vec<String> = vec![String::new(); n];
+    let mut funcs: Vec<Option<Func>> = (0..n).map(|_| None).collect();
     for part in parts {
-        for (i, t) in part? {
-            texts[i] = t;
+        for (i, f) in part? {
+            funcs[i] = Some(f);
         }
     }
-    Ok(texts)
+    Ok(funcs.into_iter().flatten().collect())
 }
 
-/// The text of candidate `i` of `g`: the function `@<name>.c<i>` with the
-/// e-nodes `chosen`, and its attributes.
-pub(super) fn candidate_text(
+/// Candidate `i` of `g`: the function `@<name>.c<i>` with the e-nodes
+/// `chosen`, and its attributes `kernels`, `materialized_bytes` and
+/// `source`.
+pub fn candidate_func(
     g: &Graph,
+    span: Span,
     chosen: &HashMap<Id, SymbolLang>,
     i: usize,
-) -> Result<String, String> {
-    let body = to_func_text(g, &|c| chosen[&g.egraph.find(c)].clone())?;
-    let (kernels, bytes) = summary(&g.egraph, chosen, &g.roots);
+) -> Result<Func, String> {
     let name = format!("{}.c{i}", g.name);
-    let body = body.replacen(&format!("func @{}(", g.name), &format!("func @{name}("), 1);
-    let attrs = format!(
-        " attributes {{kernels = {kernels}, materialized_bytes = {}, source = @{}}} {{",
-        bytes as u64, g.name
-    );
-    Ok(match body.find(" {\n") {
-        Some(i) => format!("{}{}{}", &body[..i], attrs, &body[i + 2..]),
-        None => body,
-    })
+    let mut f = to_func(g, &name, span, &|c| chosen[&g.egraph.find(c)].clone())?;
+    let (kernels, bytes) = summary(&g.egraph, chosen, &g.roots);
+    let count = |n: u64| Attr::Int(i64::try_from(n).unwrap_or(i64::MAX));
+    f.attrs.insert("kernels".into(), count(kernels as u64));
+    f.attrs
+        .insert("materialized_bytes".into(), count(bytes as u64));
+    f.attrs
+        .insert("source".into(), Attr::Symbol(g.name.clone()));
+    Ok(f)
 }
 
-/// The module of the candidates: the reducer functions kept (`lambdas`,
-/// their text), the candidate functions (`bodies`, in order) and the
-/// library functions they use (`library`, their text, and their names),
-/// parsed and verified like [`crate::saturate::replace_module`] does,
-/// errors reported on `cx`. With `workers` above one, the candidates are
-/// split into that many runs, and each is parsed and verified on its own
-/// thread with the reducer and library functions it may refer to; the
-/// functions are then put together in the same order as from one run.
-pub fn parse_candidates(
-    lambdas: &str,
-    bodies: &[String],
-    library: &str,
-    library_names: &std::collections::BTreeSet<String>,
-    workers: usize,
+/// The module of the candidates: the reducer functions kept (`lambdas`),
+/// the candidate functions (in order) and the library functions they use
+/// (`library`), verified once (the functions on up to `threads` threads),
+/// errors reported on `cx` as bugs of the pass.
+pub fn candidate_module(
+    lambdas: Vec<Func>,
+    candidates: Vec<Func>,
+    library: Vec<Func>,
+    threads: usize,
     cx: &mut PassContext<'_>,
 ) -> Result<Module, PassFailed> {
-    let chunk_text = |run: &[String]| -> String {
-        let mut t = lambdas.to_string();
-        for b in run {
-            if !t.is_empty() {
-                t.push('\n');
-            }
-            t.push_str(b);
-        }
-        t.push_str(library);
-        t
-    };
-    let workers = workers.clamp(1, bodies.len().max(1));
-    let size = bodies.len().div_ceil(workers).max(1);
-    let registry = cx.registry;
-    let parsed: Vec<(Module, Vec<Diag>)> = if workers == 1 {
-        vec![efir_ir::parse_and_verify(&chunk_text(bodies), registry)]
-    } else {
-        std::thread::scope(|scope| {
-            let hs: Vec<_> = bodies
-                .chunks(size)
-                .map(|run| {
-                    let text = chunk_text(run);
-                    scope.spawn(move || efir_ir::parse_and_verify(&text, registry))
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                .collect()
-        })
-    };
-    let mut out = Module::default();
-    let mut library_funcs = Vec::new();
-    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
-    for run in parsed {
-        let mut m = Module::default();
-        crate::saturate::take_parsed(&mut m, run, "in the candidates", cx)?;
-        // Each run's module is the reducer functions, its candidates, then
-        // the library functions: each reducer and library function is kept
-        // once, the library functions last.
-        for f in m.funcs {
-            if !seen.insert(f.name.clone()) {
-                continue;
-            }
-            if library_names.contains(&f.name) {
-                library_funcs.push(f);
-            } else {
-                out.funcs.push(f);
-            }
+    let mut m = Module::default();
+    m.funcs.extend(lambdas);
+    m.funcs.extend(candidates);
+    m.funcs.extend(library);
+    let mut diags = Vec::new();
+    let mut names: HashSet<&str> = HashSet::new();
+    for f in &m.funcs {
+        if !names.insert(&f.name) {
+            diags.push(
+                Diag::error(
+                    codes::E0207,
+                    format!("function `@{}` is defined twice", f.name),
+                    f.name_span,
+                )
+                .with_label("redefined here"),
+            );
         }
     }
-    out.funcs.extend(library_funcs);
-    Ok(out)
+    diags.extend(efir_ir::verify::verify_threads(&m, cx.registry, threads));
+    if !diags.is_empty() {
+        cx.diags.extend(diags.into_iter().map(|d| Diag {
+            message: format!("in the candidates: {}", d.message),
+            ..d
+        }));
+        return Err(PassFailed);
+    }
+    Ok(m)
 }
 
 /// Kernel count and materialized bytes of a candidate, as the lowering

@@ -77,7 +77,7 @@ mod space;
 mod tree;
 mod values;
 
-pub use self::candidates::{parse_candidates, summary};
+pub use self::candidates::{candidate_func, candidate_funcs, candidate_module, summary};
 pub use self::index::Enumerator;
 pub use self::limits::{deadline_in, Limits, Progress};
 pub use self::record::Enumeration;
@@ -85,10 +85,9 @@ pub use self::space::{Mode, Partitions, Replicas, Space};
 #[cfg(feature = "after-tree")]
 pub use self::tree::TreeCount;
 
-use self::candidates::candidate_texts;
 use self::record::TAIL_SECS_PER_NODE;
 use crate::convert::Graph;
-use crate::saturate::{graph_in, lambda_text, library_refs, library_used};
+use crate::saturate::{graph_in, library_refs, reducer_functions};
 use efir_diagnostics::{codes, Diag};
 use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
 use efir_ir::{Func, Module};
@@ -312,9 +311,10 @@ impl Pass for Compact {
     }
 
     fn run(&mut self, m: &mut Module, cx: &mut PassContext<'_>) -> Result<(), PassFailed> {
-        let (text, lambdas) = lambda_text(m, cx.registry);
-        // The text of each candidate function, in order.
-        let mut bodies: Vec<String> = Vec::new();
+        // The functions reducers refer to are kept as they are.
+        let lambdas = reducer_functions(m);
+        // The candidate functions, in order.
+        let mut funcs: Vec<Func> = Vec::new();
         let mut used = std::collections::BTreeSet::new();
         let mut totals = Totals {
             complete: true,
@@ -357,16 +357,20 @@ impl Pass for Compact {
                 .with_label("candidates of this function"));
             }
             used.extend(library_refs(&g.egraph));
-            let texts =
-                candidate_texts(&g, &res.candidates, self.threads).map_err(|e| fail(cx, e))?;
-            bodies.extend(texts);
+            let built = candidate_funcs(&g, f.name_span, &res.candidates, self.threads)
+                .map_err(|e| fail(cx, e))?;
+            funcs.extend(built);
         }
-        let library = library_used(&used, &lambdas);
-        let library_names: std::collections::BTreeSet<String> =
-            used.difference(&lambdas).cloned().collect();
-        // (Below a few hundred candidates, one thread is as fast.)
-        let workers = self.threads.min(bodies.len().div_ceil(256));
-        *m = parse_candidates(&text, &bodies, &library, &library_names, workers, cx)?;
+        let kept: Vec<Func> = m
+            .funcs
+            .iter()
+            .filter(|f| lambdas.contains(&f.name))
+            .cloned()
+            .collect();
+        let library = crate::repairs::used_funcs(&used.difference(&lambdas).cloned().collect());
+        // (Below a few hundred candidates, one thread verifies as fast.)
+        let workers = self.threads.min(funcs.len().div_ceil(256));
+        *m = candidate_module(kept, funcs, library, workers, cx)?;
         totals.report(self, start, cx);
         Ok(())
     }
