@@ -145,12 +145,22 @@ def main(argv=None):
 
 def _report(args):
     """`report`: the table is made first and written by `_write` (a closed
-    or full stdout is one error line, exit 1); an unwritable chart path too."""
+    or full stdout is one error line, exit 1); an unwritable chart path and
+    an input beyond the tools' 256 MiB (/dev/zero) too."""
     import contextlib
     import io
 
     from .report import main as report
+    from .tune import MAX_INPUT_BYTES
 
+    # an endless file (/dev/zero) would never end json.load: the tools' limit
+    try:
+        with open(args.results, "rb") as f:
+            big = len(f.read(MAX_INPUT_BYTES + 1)) > MAX_INPUT_BYTES
+    except OSError:
+        big = False  # report says why it cannot be read
+    if big:
+        raise _Fail(f"`{args.results}` is larger than {MAX_INPUT_BYTES >> 20} MiB, the most an efir tool reads")
     buf = io.StringIO()
     try:
         with contextlib.redirect_stdout(buf):

@@ -115,6 +115,7 @@ CASES = [
     ("cache-list-dir-file", ["cache", "list"], {"EFIR_CACHE_DIR": "/dev/null"}, "file", 1, "`/dev/null` is not a folder"),
     ("cache-clear-dir-file", ["cache", "clear"], {"EFIR_CACHE_DIR": "/dev/null"}, "file", 1, "`/dev/null` is not a folder"),
     ("report-stdout-closed", ["report", str(ROOT / "bench/results/2026-12-01-s21-h200-b8.json")], {}, "closed", 1, "cannot write to stdout: Broken pipe"),
+    ("report-dev-zero", ["report", "/dev/zero"], {}, "file", 1, "larger than 256 MiB"),
     ("report-stdout-full", ["report", str(ROOT / "bench/results/2026-12-01-s21-h200-b8.json")], {}, "full", 1, "cannot write to stdout: No space left"),
 ]
 try:

@@ -270,4 +270,13 @@ def cases_python(rng):
     comp("environment", "bin-dir-missing", """
         M = nn.Linear(8, 4); X = (torch.randn(2, 8),)
         """, bin_dir="/nonexistent")
+    # `report`: a results file to a table (and a chart)
+    res = str(ROOT / "bench" / "results" / "2026-12-01-s21-h200-b8.json")
+    cli("report", "report-ok", ["report", res, "--markdown"], expect="ok")
+    cli("report", "report-stdout-closed", ["report", res], stdout="closed")
+    cli("report", "report-stdout-dev-full", ["report", res], stdout="devfull", expect="error")
+    cli("report", "report-missing", ["report", "nope.json"], expect="error")
+    cli("report", "report-junk", ["report", "r.json"], files={"r.json": "{not json"}, expect="error")
+    cli("report", "report-dev-zero", ["report", "/dev/zero"], expect="error", timeout=60)
+    cli("report", "report-o-not-a-folder", ["report", res, "-o", "/dev/null/x.png"], expect="error")
     return C
