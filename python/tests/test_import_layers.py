@@ -134,7 +134,7 @@ def test_llama_prefill_compiles_whole():
     assert rel(out, ref) <= 1e-2, f.report()
     # The view rules (crates/egraph/src/rules/view.rs) split the heads at
     # the projections' stored results and turn the rotation's negated half
-    # into a sign mask: 20 kernels before them.
+    # into a sign mask: 18 kernels without them.
     assert kernels(f) <= PREFILL_KERNELS, f.report()
 
 
@@ -149,7 +149,7 @@ def test_llama_decode_with_cache_compiles_whole():
         ref = m(x, cos, sin, pk, pv)
     out, f = compiled_whole(m, (x, cos, sin, pk, pv))
     assert rel(out, ref) <= 1e-2, f.report()
-    assert kernels(f) <= DECODE_KERNELS, f.report()  # 18 before the view rules
+    assert kernels(f) <= DECODE_KERNELS, f.report()  # 18 without the view rules
 
 
 def sliding_window_mask():
