@@ -70,6 +70,7 @@ pub static SEMANTICS: &[(&str, Semantics)] = &[
     ("ew.abs", Semantics::Local(pointwise)),
     ("ew.exp", Semantics::Local(pointwise)),
     ("ew.log", Semantics::Local(pointwise)),
+    ("ew.log1p", Semantics::Local(pointwise)),
     ("ew.sqrt", Semantics::Local(pointwise)),
     ("ew.rsqrt", Semantics::Local(pointwise)),
     ("ew.tanh", Semantics::Local(pointwise)),

@@ -139,6 +139,13 @@ const OPS: &[OpDef] = &[
         |x, _| Some(x[0].ln())
     ),
     op!(
+        "ew.log1p",
+        "log(1 + a), accurate for small a",
+        1,
+        |cx| infer(cx, Kind::Float, Linearity::None),
+        |x, _| Some(x[0].ln_1p())
+    ),
+    op!(
         "ew.sqrt",
         "square root",
         1,
@@ -356,6 +363,7 @@ mod pointwise_tests {
                 "ew.abs",
                 "ew.exp",
                 "ew.log",
+                "ew.log1p",
                 "ew.sqrt",
                 "ew.rsqrt",
                 "ew.tanh",
