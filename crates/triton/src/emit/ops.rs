@@ -32,6 +32,7 @@ pub(super) fn pointwise(
         "ew.abs" => arith(format!("tl.abs({})", y(0))),
         "ew.exp" => back(format!("tl.exp({})", f32(0))),
         "ew.log" => back(format!("tl.log({})", f32(0))),
+        "ew.log1p" => back(format!("tl.where(1.0 + {x} == 1.0, {x}, tl.log(1.0 + {x}) * tl.where(1.0 + {x} == {x}, 1.0, {x} / (1.0 + {x} - 1.0)))", x = f32(0))),
         "ew.sqrt" => back(format!("tl.sqrt({})", f32(0))),
         "ew.rsqrt" => back(format!("tl.rsqrt({})", f32(0))),
         "ew.sigmoid" => back(format!("tl.sigmoid({})", f32(0))),
