@@ -25,6 +25,7 @@ _UNARY = {
     aten.sqrt.default: "ew.sqrt",
     aten.exp.default: "ew.exp",
     aten.log.default: "ew.log",
+    aten.log1p.default: "ew.log1p",
     aten.sigmoid.default: "ew.sigmoid",
     aten.tanh.default: "ew.tanh",
     aten.neg.default: "ew.neg",
