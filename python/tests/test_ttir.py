@@ -161,6 +161,7 @@ LOOPS = [
     ("examples/tiled/lora_splitk.efir", "lora"),
     ("examples/tiled/layernorm_gemm_splitk_stats.efir", "layernorm_gemm"),
     ("lit-tests/TTIR/attention.efir", "attn_decode"),
+    ("lit-tests/TTIR/attention.efir", "attn_prefill"),
     ("lit-tests/TTIR/collect.efir", "splitk"),
     ("lit-tests/TTIR/collect.efir", "pair"),
     ("lit-tests/TTIR/views.efir", "rot"),

@@ -117,6 +117,16 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         Ok(())
     }
 
+    /// A dim of one element standing for a whole one (a block broadcast
+    /// along it later).
+    pub(super) fn unit_bd(&mut self) -> R<Bd<'c, 'm>> {
+        Ok(Bd {
+            size: 1,
+            offs: self.range(1)?,
+            ext: 1,
+        })
+    }
+
     pub(super) fn block_of(&self, a: &str) -> R<u64> {
         let a = self.alias.get(a).map(String::as_str).unwrap_or(a);
         Ok(self

@@ -182,6 +182,86 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         })
     }
 
+    /// The fields of `a` (the input of a repaired reduction along `d`) where
+    /// a field is a broadcast: its operand unit along the stretched dims
+    /// (but `d`), so that the reducer's functions run at the operands'
+    /// shapes (see [`Em::inline`]).
+    pub(super) fn narrow_fields(
+        &mut self,
+        a: ValueId,
+        la: &Layout,
+        d: usize,
+    ) -> R<Vec<Blk<'c, 'm>>> {
+        let f = self.p.func;
+        let fields = match self.p.def[a.index()].map(|i| &f.ops[i]) {
+            Some(op) if op.name == "tensor.tuple" && !self.p.buffer[a.index()] => {
+                op.operands.clone()
+            }
+            _ => return Ok(self.emit_val(a, la)?.blocks()),
+        };
+        let mut out = Vec::new();
+        for o in fields {
+            let def = self.p.def[o.index()].map(|i| &f.ops[i]);
+            match def {
+                Some(op) if op.name == "tensor.broadcast" && !self.p.buffer[o.index()] => {
+                    let (er, _) = static_shape(self.p, f.ty(o))?;
+                    let src = op.operands[0];
+                    let (ea, _) = static_shape(self.p, f.ty(src))?;
+                    if ea.len() != er.len() {
+                        out.push(self.emit(o, la)?);
+                        continue;
+                    }
+                    // Unit along the stretched dims but `d`.
+                    let (mut dims, _) = self.dims(&er, la)?;
+                    let mut narrow = false;
+                    for j in 0..er.len() {
+                        if ea[j] == 1 && er[j] != 1 && j != d {
+                            dims[j] = self.unit_bd()?;
+                            narrow = true;
+                        }
+                    }
+                    if !narrow {
+                        out.push(self.emit(o, la)?);
+                        continue;
+                    }
+                    out.push(self.narrow_operand(src, &er, la, dims)?);
+                }
+                _ => out.push(self.emit(o, la)?),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Operand `o` of a broadcast to `er` in tiling `lay`, as a block of
+    /// `dims` (unit where not stretched).
+    fn narrow_operand(
+        &mut self,
+        o: ValueId,
+        er: &[u64],
+        lay: &Layout,
+        dims: Vec<Bd<'c, 'm>>,
+    ) -> R<Blk<'c, 'm>> {
+        let (ea, _) = static_shape(self.p, self.p.func.ty(o))?;
+        let la: Layout = (0..ea.len())
+            .map(|j| {
+                if ea[j] == 1 && er[j] != 1 {
+                    None
+                } else {
+                    lay[j].clone()
+                }
+            })
+            .collect();
+        let x = self.emit(o, &la)?;
+        let to: Vec<u64> = dims.iter().map(|b| b.size).collect();
+        let v = self.bcast(x.depth, x.v, &x.shape(), &to, dtype_name(x.dt))?;
+        Ok(Blk {
+            v,
+            dims,
+            dt: x.dt,
+            depth: x.depth,
+        })
+    }
+
     pub(super) fn emit_op(&mut self, v: ValueId, lay: &Layout) -> R<Val<'c, 'm>> {
         let f = self.p.func;
         let i = self.p.def[v.index()].ok_or("a parameter that is not a buffer")?;

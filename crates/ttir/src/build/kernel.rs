@@ -167,6 +167,7 @@ pub(super) fn kernel(
             idx: HashMap::new(),
             alias: HashMap::new(),
             sigs: efir_triton::signatures(p.module, f),
+            prods: Vec::new(),
         };
         for (i, v) in bufs.iter().enumerate() {
             let x = body.argument(i).map_err(|e| e.to_string())?;

@@ -167,6 +167,12 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         }
         let mut ts = Vec::new();
         for (b, a) in xs.iter().zip(accs) {
+            let v = self.bcast(b.depth, b.v, &b.shape(), &a.shape(), dtype_name(b.dt))?;
+            let b = &Blk {
+                v,
+                dims: a.dims.clone(),
+                ..b.clone()
+            };
             if b.shape() != a.shape() {
                 return Err(format!(
                     "a tile state block {:?} where its accumulator is {:?}",

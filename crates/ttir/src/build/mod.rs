@@ -261,6 +261,11 @@ struct Em<'c, 'm, 'p, 'a> {
     alias: HashMap<String, String>,
     /// Signatures of the functions the reducers call.
     sigs: efir_ir::dialect::Signatures,
+    /// Products of two blocks each broadcast along a dim of the other (a
+    /// reducer function's `p * v` over a `[m, k, 1]` and a `[1, k, n]`
+    /// block): the product and its operands before the broadcasts, so
+    /// that a sum over `k` is a `tt.dot` (see [`Em::dot_sum`]).
+    prods: Vec<(Value<'c, 'm>, Blk<'c, 'm>, Blk<'c, 'm>)>,
 }
 
 type R<T> = Result<T, String>;

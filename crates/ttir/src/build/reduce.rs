@@ -95,7 +95,12 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         let r = op.attrs.get("reducer").ok_or("reduce without reducer")?;
         let a = op.operands[0];
         let la = self.reduce_input_layout(a, lay, d);
-        let xs = self.emit_val(a, &la)?.blocks();
+        let repair = matches!(r, Attr::Term(n, _) if n == "red.repair");
+        let xs = if repair {
+            self.narrow_fields(a, &la, d)?
+        } else {
+            self.emit_val(a, &la)?.blocks()
+        };
         let states = self.tile_reduce(r, &xs, d)?;
         self.finish(v, lay, states)
     }
@@ -115,11 +120,14 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         let mut out = Vec::new();
         for ((er, rdt), s) in leaves.into_iter().zip(states) {
             let (dims, dd) = self.dims(&er, lay)?;
+            let depth = dd.max(s.depth);
+            let to: Vec<u64> = dims.iter().map(|d| d.size).collect();
+            let v = self.bcast(depth, s.v, &s.shape(), &to, "f32")?;
             let b = Blk {
-                v: s.v,
+                v,
                 dims,
                 dt: s.dt,
-                depth: dd.max(s.depth),
+                depth,
             };
             out.push(Val::T(self.cast(&b, rdt)?));
         }
@@ -148,6 +156,11 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     return Err("an integer reduction (not covered by the TTIR path)".into());
                 }
                 let x = self.cast(x, DType::F32)?;
+                if name == "red.sum" {
+                    if let Some(s) = self.dot_sum(&x, d)? {
+                        return Ok(vec![s]);
+                    }
+                }
                 let x = self.pad(&x, d, ident)?;
                 let s = self.tt_reduce(&x, d, combine)?;
                 let mut dims = x.dims.clone();
@@ -185,7 +198,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     .unwrap_or(0);
                 let mut fargs = Vec::new();
                 for b in xs {
-                    if b.shape() != x0.shape() {
+                    if b.dims.len() != x0.dims.len() || b.dims[d].size != x0.dims[d].size {
                         return Err(
                             "a repaired reduction of fields with different blocks (not covered by the TTIR path)"
                                 .into(),
@@ -196,9 +209,14 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     fargs.push(x);
                 }
                 for sv in &s {
-                    fargs.push(self.unreduce(sv, d, &x0.dims, depth)?);
+                    fargs.push(self.unreduce(sv, d, depth)?);
                 }
-                let ys = self.inline(fname, fargs, depth)?;
+                // f's results whole along `d` (a result made of states
+                // only is unit there).
+                let mut ys = Vec::new();
+                for y in self.inline(fname, fargs, depth)? {
+                    ys.push(self.whole_along(y, d, &x0.dims[d])?);
+                }
                 let cs = self.tile_reduce(c, &ys, d)?;
                 Ok(s.into_iter().chain(cs).collect())
             }
@@ -208,40 +226,50 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         }
     }
 
-    /// State block `s` (without dim `d`) broadcast along `d` to `dims`.
-    pub(super) fn unreduce(
-        &self,
-        s: &Blk<'c, 'm>,
-        d: usize,
-        dims: &[Bd<'c, 'm>],
-        depth: usize,
-    ) -> R<Blk<'c, 'm>> {
-        let to: Vec<u64> = dims.iter().map(|b| b.size).collect();
+    /// State block `s` (without dim `d`) with a unit dim `d` (broadcast
+    /// along it where it meets a tile, see [`Em::inline`]).
+    pub(super) fn unreduce(&mut self, s: &Blk<'c, 'm>, d: usize, depth: usize) -> R<Blk<'c, 'm>> {
         let elt = dtype_name(s.dt);
+        let mut unit = s.shape();
+        unit.insert(d, 1);
         let v = if s.dims.is_empty() {
-            self.val(depth, "tt.splat", &[s.v], &ty_text(&to, elt), &[])?
+            self.val(depth, "tt.splat", &[s.v], &ty_text(&unit, elt), &[])?
         } else {
-            let mut unit = s.shape();
-            unit.insert(d, 1);
-            let e = self.val(
+            self.val(
                 depth,
                 "tt.expand_dims",
                 &[s.v],
                 &ty_text(&unit, elt),
                 &[("axis", format!("{d} : i32"))],
-            )?;
-            self.bcast(depth, e, &unit, &to, elt)?
+            )?
         };
+        let mut dims = s.dims.clone();
+        dims.insert(d, self.unit_bd()?);
         Ok(Blk {
             v,
-            dims: dims.to_vec(),
+            dims,
             dt: s.dt,
             depth,
         })
     }
 
+    /// `y` broadcast along dim `d` to `bd`, where it is unit there.
+    fn whole_along(&self, y: Blk<'c, 'm>, d: usize, bd: &Bd<'c, 'm>) -> R<Blk<'c, 'm>> {
+        if y.dims[d].size == bd.size {
+            return Ok(y);
+        }
+        let mut dims = y.dims.clone();
+        dims[d] = *bd;
+        let to: Vec<u64> = dims.iter().map(|b| b.size).collect();
+        let v = self.bcast(y.depth, y.v, &y.shape(), &to, dtype_name(y.dt))?;
+        Ok(Blk { v, dims, ..y })
+    }
+
     /// Function `fname` of the module (pointwise, over scalars) applied to
-    /// blocks of one shape, at `depth`: its results, in f32.
+    /// blocks of one rank, at `depth`: its results, in f32. Blocks unit
+    /// along a dim are broadcast where an op meets a whole one, so each op
+    /// runs at its operands' shape (a product of a `[m, k, 1]` and a
+    /// `[1, k, n]` block is recorded for [`Em::dot_sum`]).
     pub(super) fn inline(
         &mut self,
         fname: &str,
@@ -270,20 +298,26 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             let b = match op.name.as_str() {
                 "tensor.full" => {
                     let x = op.attrs.get("value").and_then(Attr::as_f64).unwrap_or(0.0);
-                    let v = self.splat_const(depth, x, &proto.shape(), dt)?;
-                    Blk {
-                        v,
-                        dims: proto.dims.clone(),
-                        dt,
-                        depth,
-                    }
+                    let u = self.unit_bd()?;
+                    let dims = vec![u; proto.dims.len()];
+                    let v = self.splat_const(depth, x, &vec![1; dims.len()], dt)?;
+                    Blk { v, dims, dt, depth }
                 }
                 n if n.starts_with("ew.") => {
                     let mut xs = Vec::new();
                     for o in &op.operands {
                         xs.push(env.get(o).cloned().ok_or("an operand defined later")?);
                     }
-                    self.pointwise_blocks(n, &op.attrs, xs, dt)?
+                    let pre = xs.clone();
+                    let xs = self.broadcast_all(xs, depth)?;
+                    let outer = n == "ew.mul"
+                        && pre.len() == 2
+                        && pre.iter().all(|x| x.shape() != xs[0].shape());
+                    let y = self.pointwise_blocks(n, &op.attrs, xs, dt)?;
+                    if outer && y.dt == DType::F32 {
+                        self.prods.push((y.v, pre[0].clone(), pre[1].clone()));
+                    }
+                    y
                 }
                 other => {
                     return Err(format!(
@@ -299,6 +333,147 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             out.push(self.cast(b, DType::F32)?);
         }
         Ok(out)
+    }
+
+    /// Blocks of one rank broadcast to their common shape (per dim, the
+    /// whole block where one of them has it).
+    fn broadcast_all(&self, xs: Vec<Blk<'c, 'm>>, depth: usize) -> R<Vec<Blk<'c, 'm>>> {
+        let Some(first) = xs.first() else {
+            return Ok(xs);
+        };
+        let mut dims = first.dims.clone();
+        for x in &xs {
+            if x.dims.len() != dims.len() {
+                return Err("a reducer function over blocks of different ranks".into());
+            }
+            for (t, b) in dims.iter_mut().zip(&x.dims) {
+                if b.size > t.size {
+                    *t = *b;
+                }
+            }
+        }
+        let to: Vec<u64> = dims.iter().map(|b| b.size).collect();
+        let mut out = Vec::new();
+        for x in xs {
+            if x.shape() == to {
+                out.push(x);
+                continue;
+            }
+            if x.dims
+                .iter()
+                .zip(&to)
+                .any(|(b, t)| b.size != 1 && b.size != *t)
+            {
+                return Err("a reducer function over blocks that do not broadcast".into());
+            }
+            let v = self.bcast(depth, x.v, &x.shape(), &to, dtype_name(x.dt))?;
+            out.push(Blk {
+                v,
+                dims: dims.clone(),
+                dt: x.dt,
+                depth: depth.max(x.depth),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The sum along `d` of `x` as a `tt.dot`, where `x` is a recorded
+    /// product of an `a` unit along one dim `n` and a `b` unit along one dim
+    /// `m`, both whole along `d`, every other dim a single element, and
+    /// the matrices at least 16 each way: `sum_k a[m, k] b[k, n]`.
+    pub(super) fn dot_sum(&mut self, x: &Blk<'c, 'm>, d: usize) -> R<Option<Blk<'c, 'm>>> {
+        let Some((_, a, b)) = self.prods.iter().find(|(v, _, _)| *v == x.v).cloned() else {
+            return Ok(None);
+        };
+        let r = x.dims.len();
+        let (sa, sb) = (a.shape(), b.shape());
+        let full = |s: &[u64], j: usize| s[j] == x.dims[j].size && s[j] > 1;
+        let mdim = (0..r).find(|&j| j != d && full(&sa, j) && sb[j] == 1);
+        let ndim = (0..r).find(|&j| j != d && full(&sb, j) && sa[j] == 1);
+        let (Some(mi), Some(ni)) = (mdim, ndim) else {
+            return Ok(None);
+        };
+        let single = |s: &[u64]| (0..r).all(|j| j == d || j == mi || j == ni || s[j] == 1);
+        let (bm, bk, bn) = (x.dims[mi].size, x.dims[d].size, x.dims[ni].size);
+        if !single(&sa)
+            || !single(&sb)
+            || !full(&sa, d)
+            || !full(&sb, d)
+            || bm < 16
+            || bk < 16
+            || bn < 16
+        {
+            return Ok(None);
+        }
+        let depth = x.depth.max(a.depth).max(b.depth);
+        // The K padding of both zeroed; each side as a matrix in dim order,
+        // transposed where its dims come the other way.
+        let mut a = self.cast(&a, DType::F32)?;
+        let mut b = self.cast(&b, DType::F32)?;
+        a.depth = depth;
+        b.depth = depth;
+        let a = self.pad(&a, d, 0.0)?;
+        let b = self.pad(&b, d, 0.0)?;
+        let am = self.as_matrix(&a, mi, d, depth)?;
+        let bm_ = self.as_matrix(&b, d, ni, depth)?;
+        let zero = self.splat_const(depth, 0.0, &[bm, bn], DType::F32)?;
+        let y = self.val(
+            depth,
+            "tt.dot",
+            &[am, bm_, zero],
+            &ty_text(&[bm, bn], "f32"),
+            &[
+                ("inputPrecision", "0 : i32".into()),
+                ("maxNumImpreciseAcc", "0 : i32".into()),
+            ],
+        )?;
+        // Back to the state's shape (x without dim d).
+        let mut dims = x.dims.clone();
+        dims.remove(d);
+        let shape: Vec<u64> = dims.iter().map(|b| b.size).collect();
+        let (mi2, ni2) = (mi - usize::from(mi > d), ni - usize::from(ni > d));
+        let y = if mi2 > ni2 {
+            self.val(
+                depth,
+                "tt.trans",
+                &[y],
+                &ty_text(&[bn, bm], "f32"),
+                &[("order", "array<i32: 1, 0>".into())],
+            )?
+        } else {
+            y
+        };
+        let y = self.val(depth, "tt.reshape", &[y], &ty_text(&shape, "f32"), &[])?;
+        Ok(Some(Blk {
+            v: y,
+            dims,
+            dt: DType::F32,
+            depth,
+        }))
+    }
+
+    /// The matrix `[rows, cols]` of block `x`, whose dims but `rows` and
+    /// `cols` are single elements.
+    fn as_matrix(
+        &self,
+        x: &Blk<'c, 'm>,
+        rows: usize,
+        cols: usize,
+        depth: usize,
+    ) -> R<Value<'c, 'm>> {
+        let (lo, hi) = (rows.min(cols), rows.max(cols));
+        let (sl, sh) = (x.dims[lo].size, x.dims[hi].size);
+        let m = self.val(depth, "tt.reshape", &[x.v], &ty_text(&[sl, sh], "f32"), &[])?;
+        if rows < cols {
+            return Ok(m);
+        }
+        self.val(
+            depth,
+            "tt.trans",
+            &[m],
+            &ty_text(&[sh, sl], "f32"),
+            &[("order", "array<i32: 1, 0>".into())],
+        )
     }
 
     /// Merge reducer states `a` and `b` (f32 blocks of one shape) at `depth`.
