@@ -56,28 +56,66 @@ fn select(_: &LocalCtx<'_>, a: &[Local]) -> R {
     )?))
 }
 
-/// The semantics of every `ew` op.
-pub static SEMANTICS: &[(&str, Semantics)] = &[
-    // The pointwise ops' scalar functions are their `fold`s in the op table.
-    ("ew.add", Semantics::Local(pointwise)),
-    ("ew.sub", Semantics::Local(pointwise)),
-    ("ew.mul", Semantics::Local(pointwise)),
-    ("ew.div", Semantics::Local(pointwise)),
-    ("ew.max", Semantics::Local(pointwise)),
-    ("ew.min", Semantics::Local(pointwise)),
-    ("ew.pow", Semantics::Local(pointwise)),
-    ("ew.neg", Semantics::Local(pointwise)),
-    ("ew.abs", Semantics::Local(pointwise)),
-    ("ew.exp", Semantics::Local(pointwise)),
-    ("ew.log", Semantics::Local(pointwise)),
-    ("ew.log1p", Semantics::Local(pointwise)),
-    ("ew.sqrt", Semantics::Local(pointwise)),
-    ("ew.rsqrt", Semantics::Local(pointwise)),
-    ("ew.tanh", Semantics::Local(pointwise)),
-    ("ew.sigmoid", Semantics::Local(pointwise)),
-    ("ew.erf", Semantics::Local(pointwise)),
+/// The ops whose semantics are not their scalar function applied element
+/// by element.
+const SPECIAL: &[(&str, Semantics)] = &[
     ("ew.select", Semantics::Local(select)),
     ("ew.cmp", Semantics::Local(cmp)),
     // The evaluator rounds to the declared dtype (truncating for integers).
     ("ew.cast", Semantics::Local(|_, a| Ok(a[0].clone()))),
 ];
+
+/// Whether two names are equal (in a constant).
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The semantics of each op of the table `ops`: its entry in [`SPECIAL`],
+/// else its scalar function element by element ([`pointwise`]).
+const fn semantics<const N: usize>(ops: &[efir_ir::OpDef]) -> [(&'static str, Semantics); N] {
+    let mut out = [("", Semantics::Local(pointwise)); N];
+    let mut i = 0;
+    while i < N {
+        out[i].0 = ops[i].name;
+        let mut j = 0;
+        while j < SPECIAL.len() {
+            if same(ops[i].name, SPECIAL[j].0) {
+                out[i].1 = SPECIAL[j].1;
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The semantics of every `ew` op, one per entry of the op table: a new
+/// pointwise op is evaluated with its scalar function (its `fold`) without
+/// an entry here.
+pub static SEMANTICS: &[(&str, Semantics)] = &semantics::<{ crate::OPS.len() }>(crate::OPS);
+
+#[cfg(test)]
+mod tests {
+    use super::{SEMANTICS, SPECIAL};
+
+    #[test]
+    fn every_op_has_semantics_and_every_special_one_is_an_op() {
+        let names: Vec<&str> = SEMANTICS.iter().map(|s| s.0).collect();
+        let ops: Vec<&str> = crate::OPS.iter().map(|o| o.name).collect();
+        assert_eq!(names, ops);
+        for (name, _) in SPECIAL {
+            assert!(ops.contains(name), "`{name}` is not an `ew` op");
+        }
+    }
+}
