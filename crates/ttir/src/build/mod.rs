@@ -265,7 +265,12 @@ struct Em<'c, 'm, 'p, 'a> {
     /// reducer function's `p * v` over a `[m, k, 1]` and a `[1, k, n]`
     /// block): the product and its operands before the broadcasts, so
     /// that a sum over `k` is a `tt.dot` (see [`Em::dot_sum`]).
-    prods: Vec<(Value<'c, 'm>, Blk<'c, 'm>, Blk<'c, 'm>)>,
+    /// With each operand: whether its values are known to lie in [0, 1].
+    prods: Vec<Prod<'c, 'm>>,
 }
 
 type R<T> = Result<T, String>;
+
+/// A recorded product and its two operands, each with whether its values
+/// lie in [0, 1] (see [`Em::dot_sum`]).
+type Prod<'c, 'm> = (Value<'c, 'm>, (Blk<'c, 'm>, bool), (Blk<'c, 'm>, bool));

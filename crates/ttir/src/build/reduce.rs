@@ -214,7 +214,14 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 // f's results whole along `d` (a result made of states
                 // only is unit there).
                 let mut ys = Vec::new();
-                for y in self.inline(fname, fargs, depth)? {
+                // A maximum producer's state bounds its input from above.
+                let maxof = match p {
+                    Attr::Term(n, _) if n == "red.max" && ip == 1 && s.len() == 1 => {
+                        Some((0, xs.len()))
+                    }
+                    _ => None,
+                };
+                for y in self.inline(fname, fargs, depth, maxof)? {
                     ys.push(self.whole_along(y, d, &x0.dims[d])?);
                 }
                 let cs = self.tile_reduce(c, &ys, d)?;
@@ -275,6 +282,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         fname: &str,
         args: Vec<Blk<'c, 'm>>,
         depth: usize,
+        maxof: Option<(usize, usize)>,
     ) -> R<Vec<Blk<'c, 'm>>> {
         let g = self
             .p
@@ -290,7 +298,37 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         }
         let proto = args.first().cloned().ok_or("a function of no arguments")?;
         let mut env: HashMap<ValueId, Blk<'c, 'm>> = g.params.iter().copied().zip(args).collect();
+        // Values known to be <= 0 (x - m with m the maximum of x, see
+        // `maxof`), and in [0, 1] (exp of those, selections and products
+        // of them, constants): 16-bit dot operands (see [`Em::dot_sum`]).
+        let mut nonpos: HashSet<ValueId> = HashSet::new();
+        let mut unit: HashSet<ValueId> = HashSet::new();
+        let param = |v: ValueId| g.params.iter().position(|p| *p == v);
         for op in &g.ops {
+            let o = &op.operands;
+            let bounded = match op.name.as_str() {
+                "ew.sub" => {
+                    if o.len() == 2
+                        && maxof.is_some()
+                        && (param(o[0]), param(o[1])) == (maxof.map(|m| m.0), maxof.map(|m| m.1))
+                    {
+                        nonpos.insert(op.result);
+                    }
+                    false
+                }
+                "ew.exp" => o.first().is_some_and(|x| nonpos.contains(x)),
+                "ew.select" => o.len() == 3 && unit.contains(&o[1]) && unit.contains(&o[2]),
+                "ew.mul" => o.len() == 2 && unit.contains(&o[0]) && unit.contains(&o[1]),
+                "tensor.full" => op
+                    .attrs
+                    .get("value")
+                    .and_then(Attr::as_f64)
+                    .is_some_and(|x| (0.0..=1.0).contains(&x)),
+                _ => false,
+            };
+            if bounded {
+                unit.insert(op.result);
+            }
             let (rs, dt) = static_shape(self.p, g.ty(op.result))?;
             if !rs.is_empty() {
                 return Err(format!("@{fname} is not over scalars"));
@@ -308,11 +346,15 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     for o in &op.operands {
                         xs.push(env.get(o).cloned().ok_or("an operand defined later")?);
                     }
-                    let pre = xs.clone();
+                    let pre: Vec<(Blk<'c, 'm>, bool)> = xs
+                        .iter()
+                        .cloned()
+                        .zip(op.operands.iter().map(|o| unit.contains(o)))
+                        .collect();
                     let xs = self.broadcast_all(xs, depth)?;
                     let outer = n == "ew.mul"
                         && pre.len() == 2
-                        && pre.iter().all(|x| x.shape() != xs[0].shape());
+                        && pre.iter().all(|(x, _)| x.shape() != xs[0].shape());
                     let y = self.pointwise_blocks(n, &op.attrs, xs, dt)?;
                     if outer && y.dt == DType::F32 {
                         self.prods.push((y.v, pre[0].clone(), pre[1].clone()));
@@ -382,9 +424,13 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
     /// `m`, both whole along `d`, every other dim a single element, and
     /// the matrices at least 16 each way: `sum_k a[m, k] b[k, n]`.
     pub(super) fn dot_sum(&mut self, x: &Blk<'c, 'm>, d: usize) -> R<Option<Blk<'c, 'm>>> {
-        let Some((_, a, b)) = self.prods.iter().find(|(v, _, _)| *v == x.v).cloned() else {
+        let Some((_, (a, ua), (b, ub))) = self.prods.iter().find(|(v, _, _)| *v == x.v).cloned()
+        else {
             return Ok(None);
         };
+        // 16-bit operands (as FlashAttention's P.V) where both hold values
+        // f16 keeps: in [0, 1], or widened from f16; else f32 (tf32).
+        let narrow = (ua || widened_f16(a.v)) && (ub || widened_f16(b.v));
         let r = x.dims.len();
         let (sa, sb) = (a.shape(), b.shape());
         let full = |s: &[u64], j: usize| s[j] == x.dims[j].size && s[j] > 1;
@@ -414,6 +460,11 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         b.depth = depth;
         let a = self.pad(&a, d, 0.0)?;
         let b = self.pad(&b, d, 0.0)?;
+        let (a, b) = if narrow {
+            (self.cast(&a, DType::F16)?, self.cast(&b, DType::F16)?)
+        } else {
+            (a, b)
+        };
         let am = self.as_matrix(&a, mi, d, depth)?;
         let bm_ = self.as_matrix(&b, d, ni, depth)?;
         let zero = self.splat_const(depth, 0.0, &[bm, bn], DType::F32)?;
@@ -463,7 +514,8 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
     ) -> R<Value<'c, 'm>> {
         let (lo, hi) = (rows.min(cols), rows.max(cols));
         let (sl, sh) = (x.dims[lo].size, x.dims[hi].size);
-        let m = self.val(depth, "tt.reshape", &[x.v], &ty_text(&[sl, sh], "f32"), &[])?;
+        let elt = dtype_name(x.dt);
+        let m = self.val(depth, "tt.reshape", &[x.v], &ty_text(&[sl, sh], elt), &[])?;
         if rows < cols {
             return Ok(m);
         }
@@ -471,7 +523,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             depth,
             "tt.trans",
             &[m],
-            &ty_text(&[sh, sl], "f32"),
+            &ty_text(&[sh, sl], elt),
             &[("order", "array<i32: 1, 0>".into())],
         )
     }
@@ -524,14 +576,41 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 let s = self.combine(p, s1, s2, depth)?;
                 let args1: Vec<_> = c1.iter().chain(s1).chain(&s).cloned().collect();
                 let args2: Vec<_> = c2.iter().chain(s2).chain(&s).cloned().collect();
-                let c1 = self.inline(h, args1, depth)?;
-                let c2 = self.inline(h, args2, depth)?;
+                let c1 = self.inline(h, args1, depth, None)?;
+                let c2 = self.inline(h, args2, depth, None)?;
                 let cs = self.combine(c, &c1, &c2, depth)?;
                 Ok(s.into_iter().chain(cs).collect())
             }
             _ => Err(format!(
                 "reducer `{r}` (not covered by the TTIR path; sum, max, min, their products and repairs are)"
             )),
+        }
+    }
+}
+
+/// Whether block value `v` is an `arith.extf` of an f16 block (under
+/// broadcasts, unit dims and reshapes): its values are f16 values.
+fn widened_f16(v: Value<'_, '_>) -> bool {
+    use melior::ir::ValueLike;
+    let mut v = v;
+    loop {
+        let Ok(r) = melior::ir::operation::OperationResult::try_from(v) else {
+            return false;
+        };
+        let op = r.owner();
+        let Ok(name) = op.name().as_string_ref().as_str().map(str::to_string) else {
+            return false;
+        };
+        let Ok(x) = op.operand(0) else {
+            return false;
+        };
+        match name.as_str() {
+            "tt.broadcast" | "tt.expand_dims" | "tt.reshape" => v = x,
+            "arith.extf" => {
+                let t = x.r#type().to_string();
+                return t == "f16" || t.ends_with("xf16>");
+            }
+            _ => return false,
         }
     }
 }
