@@ -462,6 +462,144 @@ fn at_root(rhs: Vec<Rhs>, m: &Match<'_>) -> Vec<(Id, Rhs)> {
     rhs.into_iter().map(|x| (r, x)).collect()
 }
 
+/// The last-two-dims swap of a rank-`n` transpose (`[0, .., n-1, n-2]`).
+fn swaps_last_two(perm: &[i64]) -> bool {
+    let n = perm.len();
+    n >= 2
+        && perm.iter().enumerate().all(|(i, &p)| {
+            let want = if i + 2 == n {
+                n - 1
+            } else if i + 1 == n {
+                n - 2
+            } else {
+                i
+            };
+            p == want as i64
+        })
+}
+
+fn swap_last_two(n: usize) -> Vec<i64> {
+    let mut p: Vec<i64> = (0..n as i64).collect();
+    p.swap(n - 2, n - 1);
+    p
+}
+
+/// `A·reshape(B5) == reshape(reshape(A)·B5)` (and with `B` transposed in
+/// its last two dims) where the reshape splits or merges batch dims only:
+/// `A`'s batch dims are split the same way (or stay broadcast), so that a
+/// key/value head broadcast to its query group and merged with it (`[b,
+/// hk, g, s, d] -> [b, hk*g, s, d]`, `repeat_kv`) is read by a batched
+/// matmul over the split heads instead of being stored.
+fn matmul_split_batch(m: &Match<'_>, transposed: bool) -> Vec<(Id, Rhs)> {
+    let (Some(a), Some(bm), Some(b5), Some(r)) = (
+        m.tensor("?a"),
+        m.tensor("?bm"),
+        m.tensor("?b5"),
+        m.tensor("?r"),
+    ) else {
+        return vec![];
+    };
+    let (Some(sa), Some(sbm), Some(sb5), Some(_)) = (plain(a), plain(bm), plain(b5), plain(r))
+    else {
+        return vec![];
+    };
+    if transposed && !ints(m, "?perm").is_some_and(|p| swaps_last_two(&p)) {
+        return vec![];
+    }
+    let (n, n5) = (sbm.len(), sb5.len());
+    if n < 2 || n5 < 2 || sa.len() < 2 || sbm[n - 2..] != sb5[n5 - 2..] {
+        return vec![];
+    }
+    let (batch, batch5) = (&sbm[..n - 2], &sb5[..n5 - 2]);
+    if !splits_or_merges(batch, batch5) {
+        return vec![];
+    }
+    let Some(gs) = groups(batch, batch5) else {
+        return vec![];
+    };
+    // A's batch dims, split along the same groups.
+    let ra = sa.len() - 2;
+    if ra > batch.len() {
+        return vec![];
+    }
+    let mut padded = vec![1u64; batch.len() - ra];
+    padded.extend(&sa[..ra]);
+    let mut shape = Vec::new();
+    for (gi, go) in &gs {
+        if gi.clone().all(|k| padded[k] == batch[k]) {
+            shape.extend(&batch5[go.clone()]);
+        } else if gi.clone().all(|k| padded[k] == 1) {
+            shape.extend(go.clone().map(|_| 1u64));
+        } else {
+            return vec![];
+        }
+    }
+    shape.extend(&sa[ra..]);
+    let a5 = reshaped(m.class("?a"), a, &shape);
+    let b = if transposed {
+        node(
+            "tensor.transpose",
+            vec![m.class("?b5"), int_array(&swap_last_two(n5))],
+        )
+    } else {
+        m.class("?b5")
+    };
+    let mm = node("tensor.matmul", vec![a5, b]);
+    let Some(rt) = m.tensor("?r") else {
+        return vec![];
+    };
+    let Some(rs) = plain(rt) else { return vec![] };
+    vec![(
+        m.id("?r"),
+        node("tensor.reshape", vec![mm, ty(rt.dtype, &rs)]),
+    )]
+}
+
+/// `A·broadcast(X) == A·X` (and with the operand transposed in its last two
+/// dims) when the broadcast stretches only batch dims along which `A`
+/// already has the full extent: the matmul's own batch broadcast reads `X`
+/// once per coordinate instead of a stored copy.
+fn matmul_of_broadcast(m: &Match<'_>, transposed: bool) -> Vec<(Id, Rhs)> {
+    let (Some(a), Some(x), Some(bb), Some(r)) = (
+        m.tensor("?a"),
+        m.tensor("?x"),
+        m.tensor("?bb"),
+        m.tensor("?r"),
+    ) else {
+        return vec![];
+    };
+    let (Some(sa), Some(sx), Some(sb), Some(_)) = (plain(a), plain(x), plain(bb), plain(r)) else {
+        return vec![];
+    };
+    if transposed && !ints(m, "?perm").is_some_and(|p| swaps_last_two(&p)) {
+        return vec![];
+    }
+    let n = sb.len();
+    if n < 2 || sx.len() != n || sx[n - 2..] != sb[n - 2..] || sa.len() < 2 {
+        return vec![];
+    }
+    let ra = sa.len() - 2;
+    for k in 0..n - 2 {
+        if sx[k] == sb[k] {
+            continue;
+        }
+        // A stretched batch dim: A must have it, at the full extent.
+        let from_end = n - 2 - k;
+        if from_end > ra || sa[ra - from_end] != sb[k] {
+            return vec![];
+        }
+    }
+    let b = if transposed {
+        node(
+            "tensor.transpose",
+            vec![m.class("?x"), int_array(&swap_last_two(n))],
+        )
+    } else {
+        m.class("?x")
+    };
+    vec![(m.id("?r"), node("tensor.matmul", vec![m.class("?a"), b]))]
+}
+
 /// The view rules.
 pub fn rules() -> Vec<RuleDef> {
     let f = "view";
@@ -577,6 +715,34 @@ pub fn rules() -> Vec<RuleDef> {
         "concat(A, neg(B), d) == concat(A, B, d) ⊙ select(iota_d < |A|, 1, -1)",
         "(tensor.concat ?a (ew.neg ?b) ?d)",
         |m| concat_of_neg(m, false),
+    ));
+    v.push(multi_rule(
+        f,
+        "view.matmul-split-batch",
+        "A·reshape(B5) == reshape(split(A)·B5) if the reshape changes batch dims only",
+        "?r = (tensor.matmul ?a ?bm), ?bm = (tensor.reshape ?b5 ?t)",
+        |m| matmul_split_batch(m, false),
+    ));
+    v.push(multi_rule(
+        f,
+        "view.matmul-split-batch-transposed",
+        "A·reshape(B5)ᵀ == reshape(split(A)·B5ᵀ) if the reshape changes batch dims only",
+        "?r = (tensor.matmul ?a ?b), ?b = (tensor.transpose ?bm ?perm), ?bm = (tensor.reshape ?b5 ?t)",
+        |m| matmul_split_batch(m, true),
+    ));
+    v.push(multi_rule(
+        f,
+        "view.matmul-of-broadcast",
+        "A·broadcast(X) == A·X if only batch dims that A has are stretched",
+        "?r = (tensor.matmul ?a ?bb), ?bb = (tensor.broadcast ?x ?t)",
+        |m| matmul_of_broadcast(m, false),
+    ));
+    v.push(multi_rule(
+        f,
+        "view.matmul-of-broadcast-transposed",
+        "A·broadcast(X)ᵀ == A·Xᵀ if only batch dims that A has are stretched",
+        "?r = (tensor.matmul ?a ?b), ?b = (tensor.transpose ?bb ?perm), ?bb = (tensor.broadcast ?x ?t)",
+        |m| matmul_of_broadcast(m, true),
     ));
     v
 }
