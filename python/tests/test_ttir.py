@@ -1,10 +1,12 @@
 """`python -m efir run-ttir`'s host side (efir.ttir), and Triton reading the
 TTIR that `efir-translate --to-ttir` builds through MLIR (issue 31).
 
-The numeric test runs the TTIR builds of the small workloads (and the
-lit-tests/TTIR programs: a K loop, an uneven reduction, a batched matmul)
-with a numpy interpreter of the TTIR (ttir_interp.py) against efir's
-interpreter (efir-run, EFIR_BIN_DIR). The host test needs torch only (the kernels are stand-ins that record their
+The numeric tests run the TTIR builds of the small workloads, the
+lit-tests/TTIR programs (a K loop, an uneven reduction, a batched matmul,
+online-softmax attention, split-K collects, slices and reshapes) and the
+tiled and derived examples with parallel reductions, with a numpy
+interpreter of the TTIR (ttir_interp.py) against efir's interpreter
+(efir-run, EFIR_BIN_DIR). The host test needs torch only (the kernels are stand-ins that record their
 launches). The Triton test needs an efir-translate built with the `mlir`
 feature: EFIR_TTIR_TRANSLATE names it (EFIR_BIN_DIR's efir-translate is
 used when it has the feature); without one it is skipped. It compiles every
