@@ -74,8 +74,17 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             acc_dims.push(dims);
         }
         let nt = tiles(self.p, &axis)?;
+        // Causal tile skipping (see [`causal`]): not for a loop over an
+        // axis bound outside it.
+        let stop = match shadow {
+            None => self.causal_stop(&r, x, &axis, lay, nt)?,
+            Some(_) => None,
+        };
         let lb = self.const_i32(0, 0)?;
-        let ub = self.const_i32(0, nt as i64)?;
+        let ub = match stop {
+            Some(s) => s,
+            None => self.const_i32(0, nt as i64)?,
+        };
         let st = self.const_i32(0, 1)?;
         let i32t = self.ty("i32")?;
         let mut block_args = vec![(i32t, self.loc)];

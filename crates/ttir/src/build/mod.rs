@@ -3,6 +3,7 @@
 //! ([`Em`]), whose methods live in the submodules by concern.
 
 mod blocks;
+mod causal;
 mod emit;
 mod kernel;
 mod loops;
