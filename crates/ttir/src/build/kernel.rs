@@ -168,6 +168,7 @@ pub(super) fn kernel(
             alias: HashMap::new(),
             sigs: efir_triton::signatures(p.module, f),
             prods: Vec::new(),
+            narrow_states: None,
         };
         for (i, v) in bufs.iter().enumerate() {
             let x = body.argument(i).map_err(|e| e.to_string())?;

@@ -66,8 +66,22 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         let mut inits = Vec::new();
         let mut acc_dims = Vec::new();
         let mut acc_tys = Vec::new();
-        for ((er, _), id) in leaves.iter().zip(&idents) {
-            let (dims, _) = self.dims(er, lay)?;
+        // Accumulators single elements along the dims where their states
+        // are (see [`units`]).
+        let units = self.acc_units(&r, x).filter(|u| u.len() == leaves.len());
+        for (i, ((er, _), id)) in leaves.iter().zip(&idents).enumerate() {
+            let (mut dims, _) = self.dims(er, lay)?;
+            if let Some(u) = units
+                .as_ref()
+                .map(|u| &u[i])
+                .filter(|u| u.len() == dims.len())
+            {
+                for (j, unit) in u.iter().enumerate() {
+                    if *unit {
+                        dims[j] = self.unit_bd()?;
+                    }
+                }
+            }
             let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
             inits.push(self.splat_const(outer, *id, &shape, DType::F32)?);
             acc_tys.push(self.ty(&ty_text(&shape, "f32"))?);
@@ -170,7 +184,10 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         accs: &[Blk<'c, 'm>],
         inner: usize,
     ) -> R<Vec<Value<'c, 'm>>> {
-        let xs = self.emit_val(x, inner_lay)?.blocks();
+        self.narrow_states = Some(x);
+        let xs = self.emit_val(x, inner_lay);
+        self.narrow_states = None;
+        let xs = xs?.blocks();
         if xs.len() != accs.len() {
             return Err("the tile states and the accumulators differ in count".into());
         }
@@ -194,6 +211,24 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             ts.push(t);
         }
         let merged = self.combine(r, accs, &ts, inner)?;
-        Ok(merged.into_iter().map(|b| b.v).collect())
+        // A merged state unit where its accumulator is whole is broadcast
+        // (the loop carries the accumulator's type).
+        let mut out = Vec::new();
+        for (m, a) in merged.iter().zip(accs) {
+            if m.dims.len() != a.dims.len()
+                || m.dims
+                    .iter()
+                    .zip(&a.dims)
+                    .any(|(x, y)| x.size != 1 && x.size != y.size)
+            {
+                return Err(format!(
+                    "a merged state block {:?} where its accumulator is {:?}",
+                    m.shape(),
+                    a.shape()
+                ));
+            }
+            out.push(self.bcast(inner, m.v, &m.shape(), &a.shape(), "f32")?);
+        }
+        Ok(out)
     }
 }

@@ -11,6 +11,7 @@ mod matmul;
 mod pointwise;
 mod reduce;
 mod shapes;
+mod units;
 mod views;
 
 use efir_dialect_red::{arity, repair_parts};
@@ -268,6 +269,9 @@ struct Em<'c, 'm, 'p, 'a> {
     /// that a sum over `k` is a `tt.dot` (see [`Em::dot_sum`]).
     /// With each operand: whether its values are known to lie in [0, 1].
     prods: Vec<Prod<'c, 'm>>,
+    /// The tile states whose reduction keeps its unit dims (the loop's
+    /// accumulators take them; see [`units`]).
+    narrow_states: Option<ValueId>,
 }
 
 type R<T> = Result<T, String>;

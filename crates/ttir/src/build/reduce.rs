@@ -119,8 +119,15 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         }
         let mut out = Vec::new();
         for ((er, rdt), s) in leaves.into_iter().zip(states) {
-            let (dims, dd) = self.dims(&er, lay)?;
+            let (mut dims, dd) = self.dims(&er, lay)?;
             let depth = dd.max(s.depth);
+            if self.narrow_states == Some(v) && s.dims.len() == dims.len() {
+                for (d, u) in dims.iter_mut().zip(&s.dims) {
+                    if u.size == 1 {
+                        *d = *u;
+                    }
+                }
+            }
             let to: Vec<u64> = dims.iter().map(|d| d.size).collect();
             let v = self.bcast(depth, s.v, &s.shape(), &to, "f32")?;
             let b = Blk {
@@ -546,6 +553,9 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     a.first().ok_or("no state")?,
                     b.first().ok_or("no state")?,
                 );
+                // States of one shape, or one unit where the other is whole.
+                let xy = self.broadcast_all(vec![x.clone(), y.clone()], depth)?;
+                let (x, y) = (&xy[0], &xy[1]);
                 let v = self.val(depth, op, &[x.v, y.v], &ty_text(&x.shape(), "f32"), &[])?;
                 Ok(vec![Blk {
                     v,
