@@ -330,7 +330,7 @@ impl Pass for Compact {
         };
         let sigs = crate::convert::graph_signatures(m);
         // E-nodes chosen by the candidates of the functions done: the time
-        // to read them back at the end is kept from the deadline of the
+        // to verify them at the end is kept from the deadline of the
         // functions after them (each enumeration counts its own).
         let mut nodes = 0usize;
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
@@ -361,11 +361,9 @@ impl Pass for Compact {
                 .map_err(|e| fail(cx, e))?;
             funcs.extend(built);
         }
-        let kept: Vec<Func> = m
-            .funcs
-            .iter()
+        let kept: Vec<Func> = std::mem::take(&mut m.funcs)
+            .into_iter()
             .filter(|f| lambdas.contains(&f.name))
-            .cloned()
             .collect();
         let library = crate::repairs::used_funcs(&used.difference(&lambdas).cloned().collect());
         // (Below a few hundred candidates, one thread verifies as fast.)
