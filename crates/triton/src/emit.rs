@@ -36,6 +36,7 @@ mod reduce;
 mod slices;
 mod views;
 
+pub(crate) use estimate::choose_defaults;
 use estimate::estimate_of;
 pub use estimate::{estimate, Estimate};
 pub use host::emit_python;

@@ -38,6 +38,7 @@ pub mod outline;
 mod plan;
 mod schedule;
 
+pub(crate) use emit::choose_defaults;
 pub use emit::{emit_python, estimate, layout_of, Estimate};
 pub use plan::small_dot_extents;
 pub use plan::{base_plan, plan};
@@ -190,6 +191,12 @@ pub struct Plan<'a> {
     pub kernel_warps: Vec<Option<u32>>,
     /// See `kernel_warps`.
     pub kernel_stages: Vec<Option<u32>>,
+    /// Per kernel (launch order), blocks of axes that the kernel only loops
+    /// over (`BLOCK_<axis>__k<i>` of a configuration): such a kernel may
+    /// take its own block, since no buffer it reads or writes depends on it
+    /// (a statistics kernel's one long loop over a row whose axis another
+    /// kernel splits finely).
+    pub kernel_blocks: Vec<IndexMap<String, u64>>,
 }
 
 /// The legal `num_warps` values of a configuration.

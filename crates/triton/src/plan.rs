@@ -2,7 +2,7 @@
 //! grid, and the automatic grid axes and default blocks.
 
 use crate::schedule::apply_schedule;
-use crate::{estimate, AxisInfo, Extent, Kernel, Plan, AUTO_K};
+use crate::{choose_defaults, estimate, AxisInfo, Extent, Kernel, Plan, AUTO_K};
 use efir_ir::{Attr, AxisState, Dim, Func, Module, Type, ValueId};
 use indexmap::{IndexMap, IndexSet};
 use std::collections::BTreeMap;
@@ -13,22 +13,22 @@ fn stateless(t: &Type) -> bool {
 
 /// Cut `f` into kernels.
 pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
-    let base = plan_with(module, f, false);
+    let mut base = plan_with(module, f, false)?;
+    choose_defaults(&mut base);
     // The variant that also computes row statistics inside the kernels that
     // read them (see [`epilogues`]), where it has fewer kernels, when its
-    // static estimate is lower.
-    let Ok(b) = &base else { return base };
-    let fused = plan_with(module, f, true);
-    if let Ok(v) = &fused {
-        if v.kernels.len() < b.kernels.len() {
-            if let (Ok(eb), Ok(ev)) = (estimate(b), estimate(v)) {
+    // static estimate (each at its chosen default blocks) is lower.
+    if let Ok(mut v) = plan_with(module, f, true) {
+        if v.kernels.len() < base.kernels.len() {
+            choose_defaults(&mut v);
+            if let (Ok(eb), Ok(ev)) = (estimate(&base), estimate(&v)) {
                 if ev.time_us < eb.time_us {
-                    return fused;
+                    return Ok(v);
                 }
             }
         }
     }
-    base
+    Ok(base)
 }
 
 /// The plan without the fused row statistics of [`plan`]: every reduction
@@ -279,9 +279,11 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
         stages: 2,
         kernel_warps: Vec::new(),
         kernel_stages: Vec::new(),
+        kernel_blocks: Vec::new(),
     };
     p.kernel_warps = vec![None; p.kernels.len()];
     p.kernel_stages = vec![None; p.kernels.len()];
+    p.kernel_blocks = vec![IndexMap::new(); p.kernels.len()];
     apply_schedule(&mut p)?;
     Ok(p)
 }

@@ -45,6 +45,31 @@ pub(crate) fn apply_schedule(p: &mut Plan<'_>) -> Result<(), String> {
             }
             continue;
         }
+        // `BLOCK_<axis>__k<i>`: one kernel's block of an axis it only loops
+        // over (checked against the kernel when the module is emitted).
+        if let Some((axis, i)) = k
+            .strip_prefix("BLOCK_")
+            .and_then(|r| r.rsplit_once("__k"))
+            .and_then(|(a, i)| Some((a, i.parse::<usize>().ok()?)))
+            .filter(|(_, i)| *i < p.kernels.len())
+        {
+            let (key, info) = p
+                .axes
+                .iter()
+                .find(|(_, i)| py_ident(&i.name) == axis)
+                .ok_or_else(|| {
+                    format!("schedule entry `{part}`: the program has no axis for `BLOCK_{axis}`")
+                })?;
+            if !info.domain.contains(&n) {
+                return Err(format!(
+                    "schedule entry `{part}`: {k} must be one of {:?}",
+                    info.domain
+                ));
+            }
+            let key = key.clone();
+            p.kernel_blocks[i].insert(key, n);
+            continue;
+        }
         match k {
             "num_warps" | "num_stages" => {
                 let (legal, slot): (&[u32], &mut u32) = if k == "num_warps" {

@@ -2,6 +2,7 @@
 //! and the largest block, from the work each emitted kernel records.
 
 use super::*;
+use indexmap::IndexMap;
 
 /// A static estimate of a program at the default configuration: global
 /// memory traffic (every program's loads and stores, loops included), matmul
@@ -31,16 +32,62 @@ const LOOP_TRIP_US: f64 = 0.18;
 /// Streaming multiprocessors of the H200.
 const SMS: f64 = 132.0;
 
+/// The H200's dense fp16 matmul rate (flop/s).
+const MATMUL_RATE: f64 = 671e12;
+
+/// The share of the matmul rate a block product `[.., M, K, N]` reaches:
+/// the tensor cores' instructions take 64 rows, 64 columns and 32 of K at a
+/// time at full rate (a smaller block wastes the rest), at least 1/64.
+fn dot_efficiency(sizes: impl Iterator<Item = f64>) -> f64 {
+    let v: Vec<f64> = sizes.collect();
+    if v.len() < 3 {
+        return 1.0;
+    }
+    let n = v.len();
+    let (m, k, nn) = (v[n - 3], v[n - 2], v[n - 1]);
+    let e = (m.min(64.0) / 64.0) * (nn.min(64.0) / 64.0) * (k.min(32.0) / 32.0);
+    e.max(1.0 / 64.0)
+}
+
+/// [`dot_efficiency`] of a product whose blocks (before masking) are
+/// `padded`: under 16 in any dim, the kernel multiplies on the CUDA cores
+/// (about a tenth of the tensor cores' rate, in registers).
+fn dot_rate_share(padded: &[f64], real: impl Iterator<Item = f64>) -> f64 {
+    let n = padded.len();
+    if n >= 3 && padded[n - 3..].iter().any(|&b| b < 16.0) {
+        return 1.0 / 10.0 * dot_efficiency(real).max(1.0 / 6.4);
+    }
+    dot_efficiency(real)
+}
+
 pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
-    let block = |a: &str| -> f64 {
+    let none = IndexMap::new();
+    // A kernel's block of an axis: its own (`kernel_blocks`) or the plan's.
+    let raw_block = |ov: &IndexMap<String, u64>, a: &str| -> f64 {
         p.axes
             .iter()
             .find(|(n, _)| py_ident(n) == a)
-            .map(|(_, i)| i.default as f64)
+            .map(|(n, i)| ov.get(n).copied().unwrap_or(i.default) as f64)
             .unwrap_or(1.0)
     };
-    let tiles = |a: &str| -> f64 {
+    let block_in = |ov: &IndexMap<String, u64>, a: &str| -> f64 {
+        p.axes
+            .iter()
+            .find(|(n, _)| py_ident(n) == a)
+            .map(|(n, i)| {
+                let b = ov.get(n).copied().unwrap_or(i.default);
+                // Rows of a block past its dim's extent are masked: not
+                // loaded, stored or multiplied.
+                match i.extent {
+                    Extent::N(e) => b.min(e.max(1)) as f64,
+                    Extent::Tiles(_) => b as f64,
+                }
+            })
+            .unwrap_or(1.0)
+    };
+    let tiles_in = |ov: &IndexMap<String, u64>, a: &str| -> f64 {
         let Some(i) = p.axes.get(a) else { return 1.0 };
+        let own = ov.get(a).copied().unwrap_or(i.default);
         let ext = match &i.extent {
             Extent::N(n) => *n as f64,
             Extent::Tiles(b) => {
@@ -52,19 +99,19 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                 (e / bi.default as f64).ceil()
             }
         };
-        (ext / i.default as f64).ceil()
+        (ext / own as f64).ceil()
     };
-    let size = |s: &str| -> f64 {
+    let size_in = |ov: &IndexMap<String, u64>, s: &str| -> f64 {
         if let Ok(n) = s.parse::<f64>() {
             n
         } else if let Some(a) = s.strip_prefix("BLOCK_") {
-            block(a)
+            block_in(ov, a)
         } else if let Some(a) = s.strip_prefix("NTP_") {
             let t = p
                 .axes
                 .keys()
                 .find(|n| py_ident(n) == a)
-                .map(|n| tiles(n))
+                .map(|n| tiles_in(ov, n))
                 .unwrap_or(1.0);
             (t as u64).next_power_of_two() as f64
         } else {
@@ -76,9 +123,14 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         ..Estimate::default()
     };
     let mut time = 0.0;
-    for k in ks {
+    for (ki, k) in ks.iter().enumerate() {
+        let ov = p.kernel_blocks.get(ki).unwrap_or(&none);
+        let tiles = |a: &str| tiles_in(ov, a);
+        let size = |s: &str| size_in(ov, s);
         let programs: f64 = k.grid.iter().map(|a| tiles(a)).product();
-        let (mut bytes, mut flops) = (0.0, 0.0);
+        let (mut bytes, mut flops, mut dot_s) = (0.0, 0.0, 0.0);
+        // Bytes weighted by how well their runs use memory bursts.
+        let mut moved = 0.0;
         // Trips of each loop nest a program runs (one entry per nest).
         let mut nests: Vec<(Vec<String>, f64)> = Vec::new();
         for w in &k.work {
@@ -106,9 +158,34 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
             }
             let elems: f64 = w.sizes.iter().map(|s| size(s)).product();
             if w.flops {
-                flops += 2.0 * elems * trips * programs;
+                let f = 2.0 * elems * trips * programs;
+                flops += f;
+                let padded: Vec<f64> = w
+                    .sizes
+                    .iter()
+                    .map(|s| match s.strip_prefix("BLOCK_") {
+                        Some(a) => raw_block(ov, a),
+                        None => size(s),
+                    })
+                    .collect();
+                let share = dot_rate_share(&padded, w.sizes.iter().map(|s| size(s)));
+                dot_s += f / (MATMUL_RATE * share);
             } else {
-                bytes += elems * w.bytes as f64 * trips * programs;
+                let b = elems * w.bytes as f64 * trips * programs;
+                bytes += b;
+                // A block whose rows are shorter than 128 bytes (its last
+                // dim split finely) reads memory in short runs: the H200
+                // streamed a down projection with 64-byte rows at 38% of its
+                // copy bandwidth, one with 128-byte rows at 90%.
+                let run = w.sizes.last().and_then(|s| {
+                    let a = s.strip_prefix("BLOCK_")?;
+                    let (key, i) = p.axes.iter().find(|(n, _)| py_ident(n) == a)?;
+                    let blk = ov.get(key).copied().unwrap_or(i.default);
+                    let short = matches!(i.extent, Extent::N(e) if blk < e);
+                    short.then_some(blk as f64 * w.bytes as f64)
+                });
+                let eff = run.map_or(1.0, |r| (r / 128.0).clamp(1.0 / 64.0, 1.0));
+                moved += b / eff;
             }
         }
         est.bytes += bytes;
@@ -118,7 +195,7 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         // program per head: 32 of 132 SMs, measured 2.7x slower than the
         // split-K candidate that the whole-GPU estimate ranked below it).
         let share = (programs / SMS).min(1.0);
-        let stream = (bytes / 4.27e12).max(flops / 671e12) / share * 1e6;
+        let stream = (moved / 4.27e12).max(dot_s) / share * 1e6;
         // A program's loop trips follow one another: a kernel takes at least
         // LOOP_TRIP_US per trip of its loops (ngpt's one-kernel plan with two
         // loops of 64 trips over rows of 4096 measured 23.2 us on the H200).
@@ -129,7 +206,9 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
     // Blocks far beyond what fits in registers spill (or do not compile):
     // scale the time by how far the largest one overshoots 32K elements.
     let mut largest: f64 = 0.0;
-    for k in ks {
+    for (ki, k) in ks.iter().enumerate() {
+        let ov = p.kernel_blocks.get(ki).unwrap_or(&none);
+        let size = |s: &str| size_in(ov, s);
         for w in &k.work {
             let v: Vec<f64> = w.sizes.iter().map(|s| size(s)).collect();
             let fp = if w.flops && v.len() >= 3 {
@@ -157,4 +236,123 @@ pub fn estimate(p: &Plan<'_>) -> Result<Estimate, String> {
         .map(|k| emit_kernel_in_context(p, k))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(estimate_of(p, &ks))
+}
+
+/// Footprint (elements) a default schedule may give its largest block when
+/// the plan's own defaults stay under it: what a program of 4 warps holds in
+/// registers without spilling (128 per thread).
+const DEFAULT_FOOTPRINT: f64 = 16384.0;
+
+/// Rounds of coordinate descent over the default blocks.
+const DESCENT_ROUNDS: usize = 4;
+
+/// Choose the plan's default blocks by its static estimate: coordinate
+/// descent over each axis's legal blocks (the kernels' text does not depend
+/// on them, so they are emitted once), keeping a change only when it lowers
+/// the estimate by at least 2% and keeps the largest block within
+/// [`DEFAULT_FOOTPRINT`] (or the plan's own largest block, if that is more).
+/// A loop over a whole row then takes few long trips, a matmul at a few rows
+/// fills the SMs, and candidates are ranked at their best static schedule.
+/// A program with a `schedule` attribute (a tuner's choice) keeps it.
+pub(crate) fn choose_defaults(p: &mut Plan<'_>) {
+    if p.func.attrs.contains_key("schedule") {
+        return;
+    }
+    let Ok(ks) = p
+        .kernels
+        .iter()
+        .map(|k| emit_kernel_in_context(p, k))
+        .collect::<Result<Vec<_>, _>>()
+    else {
+        return;
+    };
+    let mut best = estimate_of(p, &ks);
+    let limit = best.largest_block.max(DEFAULT_FOOTPRINT);
+    // The estimate's causal clipping (half the tiles, one diagonal tile) is
+    // too coarse to choose blocks by: the axes of a kernel with a causal
+    // loop keep their defaults.
+    let mut frozen: IndexSet<String> = IndexSet::new();
+    for k in &ks {
+        let causal = k
+            .work
+            .iter()
+            .flat_map(|w| &w.loops)
+            .any(|l| l.contains('/'));
+        if causal {
+            frozen.extend(k.grid.iter().cloned());
+            for w in &k.work {
+                for l in &w.loops {
+                    frozen.insert(l.split('/').next().unwrap_or(l).to_string());
+                }
+            }
+        }
+    }
+    // The knobs: each axis's block, and each kernel's own block of an axis
+    // it only loops over (absent: the axis's), where there are several
+    // kernels (see `Plan::kernel_blocks`).
+    let mut knobs: Vec<(Option<usize>, String)> = p
+        .axes
+        .keys()
+        .filter(|a| !frozen.contains(*a))
+        .map(|a| (None, a.clone()))
+        .collect();
+    if p.kernels.len() > 1 {
+        for (ki, k) in ks.iter().enumerate() {
+            for a in k.loop_only.iter().filter(|a| !frozen.contains(*a)) {
+                knobs.push((Some(ki), a.clone()));
+                // Start from the axis's block, held apart from it.
+                let b = p.kernel_blocks[ki].get(a).copied();
+                p.kernel_blocks[ki].insert(a.clone(), b.unwrap_or(p.axes[a].default));
+            }
+        }
+    }
+    for _ in 0..DESCENT_ROUNDS {
+        let mut moved = false;
+        for (kernel, a) in &knobs {
+            let shared = p.axes[a].default;
+            let current = match kernel {
+                Some(ki) => p.kernel_blocks[*ki].get(a).copied(),
+                None => Some(shared),
+            };
+            let set = |p: &mut Plan<'_>, b: Option<u64>| match (kernel, b) {
+                (Some(ki), Some(b)) => {
+                    p.kernel_blocks[*ki].insert(a.clone(), b);
+                }
+                (Some(ki), None) => {
+                    p.kernel_blocks[*ki].shift_remove(a);
+                }
+                (None, b) => p.axes[a].default = b.unwrap_or(shared),
+            };
+            // Over a long dim, never below 16 (the smallest block
+            // `fill_sms` leaves), unless the plan's default already is.
+            let long = matches!(p.axes[a].extent, Extent::N(e) if e > 128);
+            let floor = if long {
+                current.unwrap_or(shared).min(16)
+            } else {
+                1
+            };
+            let options: Vec<u64> = p.axes[a].domain.clone();
+            let mut pick = current;
+            for b in options
+                .into_iter()
+                .filter(|&b| Some(b) != current && b >= floor)
+            {
+                set(p, Some(b));
+                let e = estimate_of(p, &ks);
+                if e.largest_block <= limit && e.time_us < best.time_us * 0.98 {
+                    best = e;
+                    pick = Some(b);
+                }
+            }
+            set(p, pick);
+            moved |= pick != current;
+        }
+        if !moved {
+            break;
+        }
+    }
+    // A kernel's block equal to its axis's is no block of its own.
+    for blocks in p.kernel_blocks.iter_mut() {
+        blocks.retain(|a, b| p.axes.get(a).map(|i| i.default) != Some(*b));
+    }
 }

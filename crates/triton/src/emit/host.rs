@@ -72,6 +72,25 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
                 list(&crate::STAGES)
             ));
         }
+        // Each kernel's own block of an axis it only loops over.
+        for (i, ek) in ks.iter().enumerate() {
+            for a in &ek.loop_only {
+                let id = py_ident(a);
+                if let Some(b) = p.kernel_blocks[i].get(a) {
+                    defaults.push(format!("    \"BLOCK_{id}__k{i}\": {b},"));
+                }
+                let d: Vec<String> = p.axes[a].domain.iter().map(|x| x.to_string()).collect();
+                space.push(format!("    \"BLOCK_{id}__k{i}\": [{}],", d.join(", ")));
+            }
+        }
+    }
+    for (i, blocks) in p.kernel_blocks.iter().enumerate() {
+        if let Some(a) = blocks.keys().find(|a| !ks[i].loop_only.contains(a)) {
+            return Err(format!(
+                "schedule entry `BLOCK_{}__k{i}`: kernel {i} does not only loop over @{a}, so it cannot take a block of its own",
+                py_ident(a)
+            ));
+        }
     }
     let _ = writeln!(out, "DEFAULT_CONFIG = {{\n{}\n}}", defaults.join("\n"));
     let _ = writeln!(out);
@@ -176,7 +195,35 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
             .iter()
             .map(|(v, i)| buf_host(f, *v, *i))
             .collect();
-        args.extend(ek.consts.iter().cloned());
+        let mut consts = ek.consts.clone();
+        if p.kernels.len() > 1 {
+            // The kernel's own block of an axis it only loops over.
+            let i = k.index;
+            for a in &ek.loop_only {
+                let id = py_ident(a);
+                let ext = p.axes[a].extent.host();
+                let kb = format!("kb{i}_{id}");
+                let _ = writeln!(out, "    {kb} = cfg.get(\"BLOCK_{id}__k{i}\", block_{id})");
+                for c in consts.iter_mut() {
+                    let Some((name, _)) = c.split_once('=') else {
+                        continue;
+                    };
+                    let value = if name == format!("BLOCK_{id}") {
+                        kb.clone()
+                    } else if name == format!("NT_{id}") {
+                        format!("triton.cdiv({ext}, {kb})")
+                    } else if name == format!("NTP_{id}") {
+                        format!("triton.next_power_of_2(triton.cdiv({ext}, {kb}))")
+                    } else if name == format!("EVEN_{id}") {
+                        format!("{ext} % {kb} == 0")
+                    } else {
+                        continue;
+                    };
+                    *c = format!("{name}={value}");
+                }
+            }
+        }
+        args.extend(consts);
         if p.kernels.len() > 1 {
             let i = k.index;
             args.push(format!(

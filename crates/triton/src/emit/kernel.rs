@@ -12,6 +12,10 @@ pub(super) struct EmittedKernel {
     pub(super) buffers: Vec<(ValueId, usize)>,
     pub(super) work: Vec<Work>,
     pub(super) grid: Vec<String>,
+    /// Axes (keys of the plan's axes) the kernel only loops over: not in
+    /// its grid, no buffer it reads or writes has a dim of their tiles, and
+    /// no causal clipping; the kernel may take its own block of them.
+    pub(super) loop_only: Vec<String>,
 }
 
 fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
@@ -130,6 +134,33 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
             }
         }
     }
+    let tiles_of = |a: &str| {
+        buffers.iter().any(|(v, _)| {
+            f.ty(*v).leaves().iter().any(|l| {
+                l.shape
+                    .iter()
+                    .any(|d| matches!(d, efir_ir::Dim::Axis(x) if x == a))
+            })
+        })
+    };
+    let loop_only: Vec<String> = p
+        .axes
+        .keys()
+        .filter(|a| {
+            let looped = e.work.iter().any(|w| w.loops.iter().any(|l| l == *a));
+            let clipped = e.work.iter().any(|w| {
+                w.loops
+                    .iter()
+                    .any(|l| l.split('/').next() == Some(a.as_str()) && l.contains('/'))
+            });
+            looped
+                && !clipped
+                && words.contains(format!("BLOCK_{}", py_ident(a)).as_str())
+                && !k.grid.iter().any(|(g, _)| g == *a)
+                && !tiles_of(a)
+        })
+        .cloned()
+        .collect();
     let mut text = String::new();
     let grid: Vec<String> = k.grid.iter().map(|(a, _)| format!("@{a}")).collect();
     let _ = writeln!(text, "@triton.jit");
@@ -151,6 +182,7 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
         buffers,
         work: e.work,
         grid: k.grid.iter().map(|(a, _)| a.clone()).collect(),
+        loop_only,
     })
 }
 
