@@ -3,11 +3,11 @@
 # eight workloads at B in {1, 8, 16}, saturated, compacted, and the best
 # candidates by static estimate emitted as Triton modules under
 # bench/gpu/gen/<workload>_B<B>/ (carried to the GPU machine by bench/gpu/run.py's caller).
-# Usage: bash bench/gpu/prepare.sh [TOP] [MAX_CANDIDATES]  (default 4 400)
+# Usage: bash bench/gpu/prepare.sh [TOP] [MAX_CANDIDATES]  (default 4 64)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 TOP="${1:-4}"
-MAXC="${2:-400}"
+MAXC="${2:-64}"
 cargo build --release -q -p efir-opt -p efir-translate
 BIN=target/release
 GEN=bench/gpu/gen

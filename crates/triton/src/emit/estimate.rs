@@ -129,8 +129,6 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         let size = |s: &str| size_in(ov, s);
         let programs: f64 = k.grid.iter().map(|a| tiles(a)).product();
         let (mut bytes, mut flops, mut dot_s) = (0.0, 0.0, 0.0);
-        // Bytes weighted by how well their runs use memory bursts.
-        let mut moved = 0.0;
         // Trips of each loop nest a program runs (one entry per nest).
         let mut nests: Vec<(Vec<String>, f64)> = Vec::new();
         for w in &k.work {
@@ -171,21 +169,7 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                 let share = dot_rate_share(&padded, w.sizes.iter().map(|s| size(s)));
                 dot_s += f / (MATMUL_RATE * share);
             } else {
-                let b = elems * w.bytes as f64 * trips * programs;
-                bytes += b;
-                // A block whose rows are shorter than 128 bytes (its last
-                // dim split finely) reads memory in short runs: the H200
-                // streamed a down projection with 64-byte rows at 38% of its
-                // copy bandwidth, one with 128-byte rows at 90%.
-                let run = w.sizes.last().and_then(|s| {
-                    let a = s.strip_prefix("BLOCK_")?;
-                    let (key, i) = p.axes.iter().find(|(n, _)| py_ident(n) == a)?;
-                    let blk = ov.get(key).copied().unwrap_or(i.default);
-                    let short = matches!(i.extent, Extent::N(e) if blk < e);
-                    short.then_some(blk as f64 * w.bytes as f64)
-                });
-                let eff = run.map_or(1.0, |r| (r / 128.0).clamp(1.0 / 64.0, 1.0));
-                moved += b / eff;
+                bytes += elems * w.bytes as f64 * trips * programs;
             }
         }
         est.bytes += bytes;
@@ -195,7 +179,7 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         // program per head: 32 of 132 SMs, measured 2.7x slower than the
         // split-K candidate that the whole-GPU estimate ranked below it).
         let share = (programs / SMS).min(1.0);
-        let stream = (moved / 4.27e12).max(dot_s) / share * 1e6;
+        let stream = (bytes / 4.27e12).max(dot_s) / share * 1e6;
         // A program's loop trips follow one another: a kernel takes at least
         // LOOP_TRIP_US per trip of its loops (ngpt's one-kernel plan with two
         // loops of 64 trips over rows of 4096 measured 23.2 us on the H200).
