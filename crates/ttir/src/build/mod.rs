@@ -4,6 +4,7 @@
 
 mod blocks;
 mod causal;
+mod dots;
 mod emit;
 mod kernel;
 mod loops;
