@@ -336,3 +336,29 @@ def test_bf16_arithmetic_matches_interpreter(tmp_path):
     for config in (None, largest(mod.CONFIG_SPACE)):
         errs = h.check_module(py, src, fname, tmp_path / "ref", config=config)
         assert max(errs) <= TOL, (config, errs)
+
+
+KERNEL_BLOCKS = """
+func @twok(%x: tensor<2x96xf32>) -> (tensor<2xf32>, tensor<2x96xf32>) {
+  %p = par.partition<1, @k> %x : tensor<2x96xf32, @k: part(1)>
+  %s = tensor.reduce<#red.sum, 1> %p : tensor<2xf32, @k: partial(#red.sum)>
+  %r = par.reduce<#red.sum, @k> %s : tensor<2xf32>
+  %e = ew.exp %p : tensor<2x96xf32, @k: part(1)>
+  %c = par.combine<1, @k> %e : tensor<2x96xf32>
+  return %r, %c : tensor<2xf32>, tensor<2x96xf32>
+}
+"""
+
+
+def test_a_kernel_block_of_its_own(tmp_path):
+    """A kernel that only loops over an axis takes its own block of it
+    (`BLOCK_k__k0`) while another kernel splits the axis by the shared one:
+    right whether the two agree, differ, or divide the extent or not."""
+    src = tmp_path / "twok.efir"
+    src.write_text(KERNEL_BLOCKS)
+    (py, mod, fname), = translate(src, tmp_path / "py")
+    assert "BLOCK_k__k0" in mod.CONFIG_SPACE and "BLOCK_k__k1" not in mod.CONFIG_SPACE
+    for shared, own in ((16, 16), (16, 128), (128, 32), (64, 16)):
+        config = {"BLOCK_k": shared, "BLOCK_k__k0": own}
+        errs = h.check_module(py, src, fname, tmp_path / "ref", config=config)
+        assert max(errs) <= TOL, (config, errs)
