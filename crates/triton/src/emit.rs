@@ -32,7 +32,9 @@ mod host;
 mod kernel;
 mod matmul;
 mod ops;
+mod loops;
 mod reduce;
+mod reducers;
 mod slices;
 mod views;
 
