@@ -31,41 +31,16 @@ pub fn signatures(m: &Module) -> Signatures {
 
 /// Verify a whole module; returns every error found.
 pub fn verify(m: &Module, registry: &Registry) -> Vec<Diag> {
-    verify_threads(m, registry, 1)
-}
-
-/// [`verify`] with the functions checked on up to `threads` threads, each
-/// a run of consecutive functions: the same errors in the same order.
-pub fn verify_threads(m: &Module, registry: &Registry, threads: usize) -> Vec<Diag> {
     let sigs = signatures(m);
-    let check = |funcs: &[Func]| {
-        let mut diags = Vec::new();
-        for f in funcs {
-            verify_func(f, &sigs, registry, &mut diags);
-            for d in registry.dialects() {
-                if let Some(check) = d.verify_func {
-                    diags.extend(check(f, registry, &sigs));
-                }
+    let mut diags = Vec::new();
+    for f in &m.funcs {
+        verify_func(f, &sigs, registry, &mut diags);
+        for d in registry.dialects() {
+            if let Some(check) = d.verify_func {
+                diags.extend(check(f, registry, &sigs));
             }
         }
-        diags
-    };
-    let workers = threads.clamp(1, m.funcs.len().max(1));
-    let mut diags = if workers == 1 {
-        check(&m.funcs)
-    } else {
-        let size = m.funcs.len().div_ceil(workers);
-        std::thread::scope(|scope| {
-            let hs: Vec<_> = m
-                .funcs
-                .chunks(size)
-                .map(|run| scope.spawn(|| check(run)))
-                .collect();
-            hs.into_iter()
-                .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                .collect()
-        })
-    };
+    }
     diags.extend(verify_acyclic(m, registry));
     diags
 }

@@ -1,6 +1,5 @@
 //! The candidates as functions (IR built directly, with kernel count and
-//! materialized bytes), and the module they are put together in, verified
-//! once.
+//! materialized bytes), and the module they are put together in.
 
 use super::kinds::{pointwise, stateless};
 use crate::analysis::EGraph;
@@ -72,39 +71,35 @@ pub fn candidate_func(
 
 /// The module of the candidates: the reducer functions kept (`lambdas`),
 /// the candidate functions (in order) and the library functions they use
-/// (`library`), verified once (the functions on up to `threads` threads),
-/// errors reported on `cx` as bugs of the pass.
+/// (`library`). It is verified once, by the pass manager after the pass
+/// (which the verifier does not check: no two functions share a name, else
+/// an error on `cx`, a bug of the pass).
 pub fn candidate_module(
     lambdas: Vec<Func>,
     candidates: Vec<Func>,
     library: Vec<Func>,
-    threads: usize,
     cx: &mut PassContext<'_>,
 ) -> Result<Module, PassFailed> {
     let mut m = Module::default();
     m.funcs.extend(lambdas);
     m.funcs.extend(candidates);
     m.funcs.extend(library);
-    let mut diags = Vec::new();
     let mut names: HashSet<&str> = HashSet::new();
+    let mut twice = false;
     for f in &m.funcs {
         if !names.insert(&f.name) {
-            diags.push(
+            twice = true;
+            cx.diags.push(
                 Diag::error(
                     codes::E0207,
-                    format!("function `@{}` is defined twice", f.name),
+                    format!("in the candidates: function `@{}` is defined twice", f.name),
                     f.name_span,
                 )
                 .with_label("redefined here"),
             );
         }
     }
-    diags.extend(efir_ir::verify::verify_threads(&m, cx.registry, threads));
-    if !diags.is_empty() {
-        cx.diags.extend(diags.into_iter().map(|d| Diag {
-            message: format!("in the candidates: {}", d.message),
-            ..d
-        }));
+    if twice {
         return Err(PassFailed);
     }
     Ok(m)

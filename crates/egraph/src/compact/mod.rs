@@ -330,7 +330,7 @@ impl Pass for Compact {
         };
         let sigs = crate::convert::graph_signatures(m);
         // E-nodes chosen by the candidates of the functions done: the time
-        // to verify them at the end is kept from the deadline of the
+        // to verify them after the pass is kept from the deadline of the
         // functions after them (each enumeration counts its own).
         let mut nodes = 0usize;
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
@@ -366,9 +366,7 @@ impl Pass for Compact {
             .filter(|f| lambdas.contains(&f.name))
             .collect();
         let library = crate::repairs::used_funcs(&used.difference(&lambdas).cloned().collect());
-        // (Below a few hundred candidates, one thread verifies as fast.)
-        let workers = self.threads.min(funcs.len().div_ceil(256));
-        *m = candidate_module(kept, funcs, library, workers, cx)?;
+        *m = candidate_module(kept, funcs, library, cx)?;
         totals.report(self, start, cx);
         Ok(())
     }

@@ -98,19 +98,19 @@ pub(super) struct Shared {
     pub(super) arena_words: AtomicUsize,
     /// Whether a complete program was left when the limit was reached.
     pub(super) left: AtomicBool,
-    /// E-nodes chosen by the candidates found: what the pass still has to
-    /// build and verify after the enumeration (see [`TAIL_SECS_PER_NODE`]).
+    /// E-nodes chosen by the candidates found: what is still to build and
+    /// verify after the enumeration (see [`TAIL_SECS_PER_NODE`]).
     pub(super) nodes: AtomicUsize,
 }
 
-/// Seconds per e-node of a candidate that the pass spends after the
-/// enumeration (building the candidates as functions and verifying them).
-/// It was 12 to 17 us per candidate op in a release build on
-/// `attn_prefill.efir` and `rmsnorm_mlp.efir` (`bench --bin limits`) when
-/// candidates were written as text and parsed back; built as IR they take
-/// less, so this is an upper bound (a candidate chooses somewhat more
-/// e-nodes than it has ops). The time limit is checked against the time
-/// spent plus this for the candidates found.
+/// Seconds per e-node of a candidate spent after the enumeration: building
+/// the candidates as functions, and verifying them (which the pass manager
+/// does after the pass). It was 12 to 17 us per candidate op in a release
+/// build on `attn_prefill.efir` and `rmsnorm_mlp.efir` (`bench --bin
+/// limits`) when candidates were written as text, parsed back and verified
+/// twice; built as IR they take less, so this is an upper bound (a
+/// candidate chooses somewhat more e-nodes than it has ops). The time limit
+/// is checked against the time spent plus this for the candidates found.
 pub(super) const TAIL_SECS_PER_NODE: f64 = 12e-6;
 
 impl Shared {
