@@ -1,6 +1,6 @@
 //! efir's IR core: [`types`], [`attr`]ibutes, [`module`]s, the op
 //! [`dialect`] registry, building from syntax ([`lower`]), the
-//! [`verify`]er, the [`print`]er and the [`pass`] manager.
+//! [`verify`]er, the [`print`](mod@print)er and the [`pass`] manager.
 //!
 //! ```
 //! let reg = efir_ir::Registry::new();

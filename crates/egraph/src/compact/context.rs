@@ -327,7 +327,7 @@ impl<'a> Enumerator<'a> {
         true
     }
 
-    /// Turn pruning by context inclusion ([`Enumerator::covers`]) off (an
+    /// Turn pruning by context inclusion (`Enumerator::covers`) off (an
     /// ablation, used to test that it loses no class: only partial programs
     /// with equal contexts are pruned then) or back on.
     pub fn use_covering(&mut self, on: bool) {

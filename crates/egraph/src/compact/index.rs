@@ -49,7 +49,7 @@ pub struct Enumerator<'a> {
     /// The value class (up to `par.reduce` loops) each interned key
     /// computes (`u32::MAX` for holes and keys not seen in a program yet).
     pub(super) value_of_key: Vec<u32>,
-    /// What the progress events of [`Enumerator::show_progress`] name:
+    /// What the progress events of `Enumerator::show_progress` name:
     /// the function, and since when and within what limit the pass runs.
     pub progress: Progress,
     /// For classes whose every realization has the same key, the one
@@ -277,7 +277,7 @@ impl<'a> Enumerator<'a> {
         self.use_determined = on;
     }
 
-    /// Turn the early dead-field check ([`Enumerator::dead_field_partial`])
+    /// Turn the early dead-field check (`Enumerator::dead_field_partial`)
     /// off (an ablation, used to test that it loses no class: such programs
     /// are then rejected when complete) or back on.
     pub fn use_dead_fields(&mut self, on: bool) {

@@ -14,7 +14,7 @@ pub struct Limits {
     /// Stop after expanding this many partial programs.
     pub max_states: usize,
     /// Stop when the time to write out the candidates found would pass
-    /// this instant (see [`super::record::TAIL_SECS_PER_NODE`]).
+    /// this instant (see `TAIL_SECS_PER_NODE` in `record.rs`).
     pub deadline: Instant,
 }
 

@@ -30,7 +30,7 @@ pub struct Enumeration {
     /// Which limit stopped it, if any.
     pub stopped_by: Option<&'static str>,
     /// Of `expanded_states`, those of the sketch
-    /// ([`Enumerator::run_sketched`]; 0 without one).
+    /// ([`crate::compact::Enumerator::run_sketched`]; 0 without one).
     pub sketch_expanded: usize,
     /// The classes the sketch found.
     pub sketch_classes: usize,
