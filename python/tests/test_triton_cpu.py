@@ -285,6 +285,26 @@ def test_split_and_merge_reshapes_of_buffers(tmp_path):
             assert max(errs) <= TOL, (py.stem, config, errs)
 
 
+def test_slices_through_reshapes_and_transposes(tmp_path):
+    """Slices and concatenations that read a buffer through a splitting or
+    merging reshape and a transpose (the rotary half-rotation of a head
+    split, strided rows of a transposed matmul result, halves of merged
+    heads) compose the index arithmetic instead of storing the view: two
+    kernels each, equal to the interpreter under the default, largest and
+    smallest blocks."""
+    src = ROOT / "lit-tests" / "Translate" / "triton-slice-views.efir"
+    out = tmp_path / "py"
+    h.sh(h.tool("efir-translate"), "--to-triton", str(src), "--output-dir", str(out))
+    mods = sorted(out.glob("*.py"))
+    assert [p.stem for p in mods] == ["merge", "rot", "tr"]
+    for py in mods:
+        mod = h.load_module(py)
+        assert mod.ESTIMATE["kernels"] == 2, (py.stem, mod.ESTIMATE)
+        for config in (None, largest(mod.CONFIG_SPACE), smallest(mod.CONFIG_SPACE)):
+            errs = h.check_module(py, src, py.stem, tmp_path / f"ref_{py.stem}", config=config)
+            assert max(errs) <= TOL, (py.stem, config, errs)
+
+
 ROW_VARIANTS = {
     # One row (B=1): the row's unit dim may be padded to a 16-row dot block,
     # and the statistics reshaped around it (a reshape of a tiled unit dim

@@ -70,8 +70,9 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
     }
     epilogues(f, &def, &mut buffer, broadcast);
     // Slices and concatenations read their operands from memory at shifted
-    // offsets, so an operand computed by an op (under parallel views and
-    // slices of it, whose offsets compose) is stored.
+    // offsets, so an operand computed by an op (under parallel views,
+    // slices, transposes and reshapes of static extents: their index
+    // arithmetic composes, see `emit/slices.rs`) is stored.
     // Likewise a reshape that splits or merges dims: its block is loaded
     // through index arithmetic (see `emit/views.rs`).
     for op in &f.ops {
@@ -93,7 +94,10 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
                 let view = match d.name.as_str() {
                     "par.partition" | "par.replicate" | "par.combine" => true,
                     "tensor.slice" => op.name != "tensor.reshape",
-                    "tensor.reshape" | "tensor.transpose" => op.name == "tensor.reshape",
+                    "tensor.reshape" | "tensor.transpose" => {
+                        op.name == "tensor.reshape"
+                            || (all_static(f, v) && all_static(f, d.operands[0]))
+                    }
                     _ => false,
                 };
                 if view {
@@ -445,6 +449,13 @@ fn kernel_of(
         body: cur,
         collect,
     })
+}
+
+/// Whether every dim of `v` (a tensor) is static.
+fn all_static(f: &Func, v: ValueId) -> bool {
+    f.ty(v)
+        .as_tensor()
+        .is_some_and(|t| t.shape.iter().all(|d| matches!(d, Dim::Static(_))))
 }
 
 /// Whether reshaping `a` to `r` splits or merges dims (beyond adding or

@@ -5,10 +5,19 @@
 //! of its operand (slices of slices compose), and element `i` of a
 //! concatenation is element `i - o` of the operand that starts at offset
 //! `o`, chosen with `tl.where`.
+//!
+//! An operand may also be a transpose or a reshape (of static extents) of a
+//! buffer, under the same views (the two halves of each head of a
+//! projection split into heads, for a rotary embedding): then each dim of
+//! the buffer is indexed by an expression of the result's offsets, composed
+//! down the chain (a slice shifts and scales, a transpose permutes, a
+//! reshape regroups through the row-major flat index, as in
+//! [`super::views`]), and the reshaped value is never stored.
 
-use super::{buf_param, dtype_bytes, extents, Blk, KernelEmitter, Layout, Val, Work, BD};
+use super::views::regroup;
+use super::{along, buf_param, dtype_bytes, extents, Blk, KernelEmitter, Layout, Val, Work, BD};
 use crate::Extent;
-use efir_ir::{Attr, ValueId};
+use efir_ir::{Attr, Dim, ValueId};
 
 /// The offset into the operand of a result offset `offs`.
 fn shifted(offs: &str, start: u64, step: u64) -> String {
@@ -63,6 +72,139 @@ impl KernelEmitter<'_, '_> {
                 }
             }
         }
+    }
+
+    /// Whether `v` reaches its buffer through a transpose or a reshape
+    /// (under parallel views and slices): then it is read through index
+    /// expressions ([`Self::source_exprs`]) rather than shifted offsets.
+    fn through_views(&self, mut v: ValueId) -> bool {
+        let f = self.p.func;
+        while !self.p.buffer[v.index()] {
+            let Some(i) = self.p.def[v.index()] else {
+                return false;
+            };
+            let d = &f.ops[i];
+            match d.name.as_str() {
+                "par.partition" | "par.replicate" | "par.combine" | "tensor.slice" => {}
+                "tensor.reshape" | "tensor.transpose" => return true,
+                _ => return false,
+            }
+            v = d.operands[0];
+        }
+        false
+    }
+
+    /// The buffer that `v` (read by `op`) is read from, under parallel
+    /// views, slices, transposes and reshapes, and the index expression of
+    /// each of its dims from `idx`, those of `v`'s dims (broadcastable
+    /// expressions over the result block's offsets).
+    fn source_exprs(
+        &self,
+        op: &str,
+        mut v: ValueId,
+        mut idx: Vec<String>,
+    ) -> Result<(ValueId, Vec<String>), String> {
+        let f = self.p.func;
+        let statics = |y: ValueId| -> Result<Vec<u64>, String> {
+            let t = f
+                .ty(y)
+                .as_tensor()
+                .ok_or("a tuple where a tensor was expected")?;
+            t.shape
+                .iter()
+                .map(|d| match d {
+                    Dim::Static(n) => Ok(*n),
+                    Dim::Axis(_) => Err(format!(
+                        "`{op}` reads `%{}` through a view, but its extents are not static",
+                        f.value(y).name
+                    )),
+                })
+                .collect()
+        };
+        loop {
+            if self.p.buffer[v.index()] {
+                return Ok((v, idx));
+            }
+            let Some(i) = self.p.def[v.index()] else {
+                return Ok((v, idx));
+            };
+            let d = &f.ops[i];
+            match d.name.as_str() {
+                "par.partition" | "par.replicate" | "par.combine" => {}
+                "tensor.slice" => {
+                    let bounds = efir_dialect_tensor::slices::slice_bounds(d)
+                        .filter(|b| b.len() == idx.len())
+                        .ok_or("a slice with malformed bounds")?;
+                    for (x, b) in idx.iter_mut().zip(&bounds) {
+                        *x = shifted(x, b.start, b.step);
+                    }
+                }
+                "tensor.transpose" => {
+                    let perm = d
+                        .attrs
+                        .get("perm")
+                        .and_then(Attr::as_int_array)
+                        .filter(|p| p.len() == idx.len())
+                        .ok_or("a transpose without a matching perm")?;
+                    let mut out = vec![String::new(); perm.len()];
+                    for (k, p) in perm.iter().enumerate() {
+                        *out.get_mut(*p as usize)
+                            .ok_or("a transpose with a bad perm")? = idx[k].clone();
+                    }
+                    idx = out;
+                }
+                "tensor.reshape" => {
+                    idx = regroup(&idx, &statics(v)?, &statics(d.operands[0])?)?;
+                }
+                other => {
+                    return Err(format!(
+                        "`{op}` reads `%{}` (made by `{other}`) from memory, but it is not stored",
+                        f.value(v).name
+                    ))
+                }
+            }
+            v = d.operands[0];
+        }
+    }
+
+    /// Load the tensor buffer `b` at the index expressions `idx` (one per
+    /// dim of `b`, over the result block `dims`), under `mask` or, without
+    /// one, where the result's blocks overhang their extents.
+    fn load_exprs(
+        &mut self,
+        b: ValueId,
+        dims: &[BD],
+        idx: &[String],
+        mask: Option<&str>,
+        depth: usize,
+    ) -> Result<String, String> {
+        let f = self.p.func;
+        let t = f
+            .ty(b)
+            .as_tensor()
+            .ok_or("a tuple where a tensor was expected")?;
+        let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
+        self.loads.insert((b, 0));
+        let name = buf_param(f, b, 0);
+        let ptr = self.ptr_at(&name, idx, &exts, None);
+        let var = self.fresh("x");
+        let lines = match mask {
+            Some(m) => vec![format!("{var} = tl.load({ptr}, mask={m}, other=0)")],
+            None => Self::masked(dims, |m| match m {
+                None => format!("{var} = tl.load({ptr})"),
+                Some(m) => format!("{var} = tl.load({ptr}, mask={m}, other=0)"),
+            }),
+        };
+        for l in lines {
+            self.line(depth, l);
+        }
+        self.work.push(Work {
+            bytes: dtype_bytes(t.dtype),
+            sizes: dims.iter().map(|d| d.size.clone()).collect(),
+            loops: self.loops[..depth].to_vec(),
+            flops: false,
+        });
+        Ok(var)
     }
 
     /// Load the tensor buffer `b` at per-dim offsets `idx` (expressions over
@@ -120,9 +262,29 @@ impl KernelEmitter<'_, '_> {
         let bounds =
             efir_dialect_tensor::slices::slice_bounds(op).ok_or("a slice with malformed bounds")?;
         let own: Access = bounds.iter().map(|b| (b.start, b.step)).collect();
-        let (src, access) = self.source_buffer(&op.name, op.operands[0], own)?;
         let dtype = f.ty(v).as_tensor().ok_or("expected a tensor")?.dtype;
         let (dims, depth) = self.dims(&extents(f.ty(v)), lay)?;
+        if self.through_views(op.operands[0]) {
+            if own.len() != dims.len() {
+                return Err("a slice whose bounds do not match its rank".into());
+            }
+            let r = dims.len();
+            let idx: Vec<String> = dims
+                .iter()
+                .zip(&own)
+                .enumerate()
+                .map(|(k, (d, (start, step)))| shifted(&along(&d.offs, k, r), *start, *step))
+                .collect();
+            let (src, idx) = self.source_exprs(&op.name, op.operands[0], idx)?;
+            let var = self.load_exprs(src, &dims, &idx, None, depth)?;
+            return Ok(Val::T(Blk {
+                var,
+                dims,
+                dtype,
+                depth,
+            }));
+        }
+        let (src, access) = self.source_buffer(&op.name, op.operands[0], own)?;
         if access.len() != dims.len() {
             return Err("a slice whose bounds do not match its rank".into());
         }
@@ -161,22 +323,33 @@ impl KernelEmitter<'_, '_> {
                 Some(Extent::N(n)) => *n,
                 _ => return Err("a concatenation along a symbolic extent".into()),
             };
-            let (src, access) = self.source_buffer(&op.name, *a, vec![(0, 1); r])?;
-            let idx: Vec<String> = dims
-                .iter()
-                .zip(&access)
-                .enumerate()
-                .map(|(k, (bd, (start, step)))| {
-                    let offs = if k == d && o > 0 {
-                        format!("({} - {o})", bd.offs)
-                    } else {
-                        bd.offs.clone()
-                    };
-                    shifted(&offs, *start, *step)
-                })
-                .collect();
             let inside = format!("(({pos} >= {o}) & ({pos} < {}))", o + n);
-            let x = self.load_at(src, &dims, &idx, &format!("{base} & {inside}"), depth)?;
+            let here = |k: usize, bd: &BD| {
+                if k == d && o > 0 {
+                    format!("({} - {o})", bd.offs)
+                } else {
+                    bd.offs.clone()
+                }
+            };
+            let x = if self.through_views(*a) {
+                let idx: Vec<String> = dims
+                    .iter()
+                    .enumerate()
+                    .map(|(k, bd)| along(&here(k, bd), k, r))
+                    .collect();
+                let (src, idx) = self.source_exprs(&op.name, *a, idx)?;
+                let m = format!("{base} & {inside}");
+                self.load_exprs(src, &dims, &idx, Some(&m), depth)?
+            } else {
+                let (src, access) = self.source_buffer(&op.name, *a, vec![(0, 1); r])?;
+                let idx: Vec<String> = dims
+                    .iter()
+                    .zip(&access)
+                    .enumerate()
+                    .map(|(k, (bd, (start, step)))| shifted(&here(k, bd), *start, *step))
+                    .collect();
+                self.load_at(src, &dims, &idx, &format!("{base} & {inside}"), depth)?
+            };
             acc = Some(match acc {
                 None => x,
                 Some(prev) => {

@@ -150,7 +150,7 @@ impl KernelEmitter<'_, '_> {
 /// element count (row-major); a group of one dim (besides units) on each
 /// side keeps its index, others go through the group's flat index, divided
 /// and taken modulo; unit dims index 0.
-fn regroup(idx: &[String], to: &[u64], from: &[u64]) -> Result<Vec<String>, String> {
+pub(super) fn regroup(idx: &[String], to: &[u64], from: &[u64]) -> Result<Vec<String>, String> {
     let mut out = Vec::with_capacity(from.len());
     let (mut i, mut j) = (0, 0);
     while i < to.len() || j < from.len() {
