@@ -154,7 +154,11 @@ impl KernelEmitter<'_, '_> {
                     idx = out;
                 }
                 "tensor.reshape" => {
-                    idx = regroup(&idx, &statics(v)?, &statics(d.operands[0])?)?;
+                    let to = statics(v)?;
+                    if to.len() != idx.len() {
+                        return Err("a reshape whose rank does not match its reader's".into());
+                    }
+                    idx = regroup(&idx, &to, &statics(d.operands[0])?)?;
                 }
                 other => {
                     return Err(format!(
