@@ -7,10 +7,11 @@ use crate::convert::{from_egraph_func_in, from_func_in, graph_signatures, to_egr
 use crate::rules::{rules, FAMILIES};
 use efir_diagnostics::{codes, Diag};
 use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
-use efir_ir::{print_module, Attr, AxisState, Module, PrintOptions, Type};
+use efir_diagnostics::Span;
+use efir_ir::{print_module, Attr, AxisState, Func, Module, PrintOptions, Type};
 use egg::{Runner, StopReason};
 use serde_json::{json, Map, Value};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 /// Registration of `--saturate`.
@@ -143,6 +144,44 @@ pub fn func_failed(cx: &mut PassContext<'_>, f: &efir_ir::Func, e: String) -> Pa
         f.span,
     ));
     PassFailed
+}
+
+/// The module a pass built as IR: the reducer functions kept (`lambdas`),
+/// the functions it made (in order) and the library functions they use
+/// (`library`). It is verified by the pass manager after the pass; what the
+/// verifier does not check, that no two functions share a name, is checked
+/// here (else `E0207` on `cx` with `what` in front, a bug of the pass).
+pub fn module_of(
+    lambdas: Vec<Func>,
+    made: Vec<Func>,
+    library: Vec<Func>,
+    what: &str,
+    cx: &mut PassContext<'_>,
+) -> Result<Module, PassFailed> {
+    let mut m = Module::default();
+    m.funcs.extend(lambdas);
+    m.funcs.extend(made);
+    m.funcs.extend(library);
+    let mut seen: HashMap<&str, Span> = HashMap::new();
+    let mut twice = false;
+    for f in &m.funcs {
+        if let Some(first) = seen.insert(&f.name, f.name_span) {
+            twice = true;
+            cx.diags.push(
+                Diag::error(
+                    codes::E0207,
+                    format!("{what}: function `@{}` is defined twice", f.name),
+                    f.name_span,
+                )
+                .with_label("redefined here")
+                .with_secondary(first, "first defined here"),
+            );
+        }
+    }
+    if twice {
+        return Err(PassFailed);
+    }
+    Ok(m)
 }
 
 /// Parse and verify the module a pass wrote as text and put it in place of
@@ -380,9 +419,13 @@ impl Pass for Saturate {
         let deadline = crate::deadline::deadline_in(self.time_limit);
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
             let g = graph_in(f, sigs.clone()).map_err(|e| func_failed(cx, f, e))?;
-            let left = deadline
+            // Less the tail (writing out and reading back) of the e-graphs
+            // of the functions before it, which the module's result holds.
+            let left = (deadline
                 .saturating_duration_since(std::time::Instant::now())
-                .as_secs_f64();
+                .as_secs_f64()
+                - TAIL_SECS_PER_NODE * enodes as f64)
+                .max(0.0);
             let (g, iters, stop_reason) =
                 run_rewrites(g, &rws, self.iter_limit, self.node_limit, left);
             let reason = stop_name(&stop_reason);
