@@ -4,13 +4,14 @@
 //! stay inside a kernel; values without parallel state are materialized.
 
 use crate::analysis::{Data, EGraph};
-use crate::convert::to_func_text;
-use crate::saturate::{graph_in, lambda_text};
+use crate::convert::to_func;
+use crate::saturate::{graph_in, reducer_functions};
 use efir_diagnostics::{codes, Diag};
 use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
-use efir_ir::{Dim, Module, Type};
+use efir_ir::{Attr, AxisState, Dim, Func, Module, Type};
 use egg::{CostFunction, Extractor, Id, Language, SymbolLang};
 use serde_json::json;
+use std::collections::BTreeSet;
 
 /// Registration of `--extract`.
 pub const INFO: PassInfo = PassInfo {
@@ -129,17 +130,37 @@ impl CostFunction<SymbolLang> for GlobalMemoryCost<'_> {
     }
 }
 
-/// The repair-library functions (`@efir.*`) a program's text names.
-fn library_names_in(text: &str) -> std::collections::BTreeSet<String> {
-    text.match_indices("@efir.")
-        .map(|(i, _)| {
-            let rest = &text[i + 1..];
-            let end = rest
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
-                .unwrap_or(rest.len());
-            rest[..end].to_string()
-        })
-        .collect()
+/// The repair-library functions (`@efir.*`) that a function names: in its
+/// ops' attributes and in its values' types (the reducers of partial
+/// states), at any depth.
+fn library_names_in(f: &Func, out: &mut BTreeSet<String>) {
+    fn attr(a: &Attr, out: &mut BTreeSet<String>) {
+        match a {
+            Attr::Symbol(s) if s.starts_with("efir.") => {
+                out.insert(s.clone());
+            }
+            Attr::Term(_, args) => args.iter().for_each(|(_, a)| attr(a, out)),
+            Attr::Array(v) => v.iter().for_each(|a| attr(a, out)),
+            Attr::Type(t) => ty(t, out),
+            _ => {}
+        }
+    }
+    fn ty(t: &Type, out: &mut BTreeSet<String>) {
+        for l in t.leaves() {
+            for s in l.state.values() {
+                if let AxisState::Partial(r) = s {
+                    attr(r, out);
+                }
+            }
+        }
+    }
+    for v in &f.values {
+        ty(&v.ty, out);
+    }
+    for op in &f.ops {
+        op.attrs.values().for_each(|a| attr(a, out));
+    }
+    f.attrs.values().for_each(|a| attr(a, out));
 }
 
 impl Pass for Extract {
@@ -148,14 +169,16 @@ impl Pass for Extract {
     }
 
     fn run(&mut self, m: &mut Module, cx: &mut PassContext<'_>) -> Result<(), PassFailed> {
-        let (mut text, lambdas) = lambda_text(m, cx.registry);
+        let lambdas = reducer_functions(m);
         let mut total = 0.0;
-        let mut used_lib = std::collections::BTreeSet::new();
+        let mut used_lib = BTreeSet::new();
+        let mut funcs = Vec::new();
         let sigs = crate::convert::graph_signatures(m);
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
             let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
             let mut g = graph_in(f, sigs.clone()).map_err(|e| fail(cx, e))?;
-            let body = if let Some(path) = &self.target {
+            let span = f.name_span;
+            let out = if let Some(path) = &self.target {
                 let text = std::fs::File::open(path)
                     .map_err(|e| format!("cannot read `{path}`: {e}"))
                     .and_then(|r| efir_ir::input::read_limited(r, &format!("`{path}`")))
@@ -197,7 +220,7 @@ impl Pass for Extract {
                     return Err(PassFailed);
                 }
                 let eg = &g.egraph;
-                to_func_text(&g, &|c| {
+                to_func(&g, &f.name, span, &|c| {
                     nodes
                         .get(&eg.find(c))
                         .cloned()
@@ -215,16 +238,18 @@ impl Pass for Extract {
                 for r in &g.roots {
                     total += ex.find_best_cost(*r);
                 }
-                to_func_text(&g, &|c| ex.find_best_node(c).clone()).map_err(|e| fail(cx, e))?
+                to_func(&g, &f.name, span, &|c| ex.find_best_node(c).clone())
+                    .map_err(|e| fail(cx, e))?
             };
-            used_lib.extend(library_names_in(&body));
-            if !text.is_empty() {
-                text.push('\n');
-            }
-            text.push_str(&body);
+            library_names_in(&out, &mut used_lib);
+            funcs.push(out);
         }
-        text.push_str(&crate::saturate::library_used(&used_lib, &lambdas));
-        crate::saturate::replace_module(m, &text, "in the extracted program", cx)?;
+        let kept: Vec<Func> = std::mem::take(&mut m.funcs)
+            .into_iter()
+            .filter(|f| lambdas.contains(&f.name))
+            .collect();
+        let library = crate::repairs::used_funcs(&used_lib.difference(&lambdas).cloned().collect());
+        *m = crate::saturate::module_of(kept, funcs, library, "in the extracted program", cx)?;
         cx.stats.insert(
             "mode".into(),
             json!(if self.target.is_some() {

@@ -5,9 +5,9 @@
 
 use crate::convert::{from_egraph_func_in, from_func_in, graph_signatures, to_egraph_text, Graph};
 use crate::rules::{rules, FAMILIES};
+use efir_diagnostics::Span;
 use efir_diagnostics::{codes, Diag};
 use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
-use efir_diagnostics::Span;
 use efir_ir::{print_module, Attr, AxisState, Func, Module, PrintOptions, Type};
 use egg::{Runner, StopReason};
 use serde_json::{json, Map, Value};
