@@ -420,6 +420,11 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
     without `dynamic`, or with the torch.compile backend). `workdir`,
     `keep_workdir` and `reuse` do not apply to a family.
 
+    Without tuning, the chosen candidate is run once on the example inputs
+    against eager PyTorch (`_check_outputs`): a non-finite or wrong output
+    is a CompileError (candidates are equal in real arithmetic, not always
+    in floating point).
+
     The callable has `.report()` (the chosen candidate, its static
     estimate, kernel count and generated source path, as a string),
     `.stats` (`{"stages": seconds per stage, "diagnostics": routine
@@ -464,6 +469,10 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
             program, ranking = _stage("lower to Triton", quiet, stages, lambda: tools.translate(cands, "kernels.py"))
             source = (work / "kernels.py").read_text()
             mod = _load(work / "kernels.py", source)
+            if not budget:
+                # The tuner checks what it measures; without it, the
+                # estimate's choice is checked here once.
+                _stage("check", quiet, stages, lambda: _check_outputs(mod, module, inputs, _Args(ep), config, program))
             if reuse is not None:
                 reuse.put(key, (mod, source, program, ranking, tuned))
     finally:
@@ -577,6 +586,41 @@ class _Args:
             fixed = self.on[dev] = [t.to(dev) if isinstance(t, torch.Tensor) and dev is not None else t for t in self.order]
         it = iter(user)
         return [next(it) if t is None else t for t in fixed]
+
+
+# Relative L2 error above which a candidate's outputs on the example inputs
+# disagree with eager PyTorch's (f16 rounding of a reordered sum stays far
+# below it; an overflow, a NaN or a wrong kernel far above).
+CHECK_TOL = 5e-2
+
+
+def _check_outputs(mod, module, inputs, args, config, program):
+    """Run the chosen module once on the example inputs against eager
+    PyTorch: an output that is not finite where PyTorch's is, or whose
+    relative L2 error is over CHECK_TOL, is a CompileError (the torch.compile
+    backend then keeps PyTorch's code). Candidates are equal to the source
+    in real arithmetic; in floating point a reformulation can overflow
+    (exp(a - b) as exp(a) / exp(b))."""
+    with torch.no_grad():
+        expected = module(*inputs)
+        got = mod.run(*args(inputs), config=config)
+    expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+    got = list(got) if isinstance(got, (tuple, list)) else [got]
+    for i, (r, o) in enumerate(zip(expected, got)):
+        if not isinstance(r, torch.Tensor) or not isinstance(o, torch.Tensor):
+            continue
+        r64 = r.detach().to("cpu", torch.float64)
+        o64 = o.detach().to("cpu", torch.float64)
+        if r64.shape != o64.shape:
+            raise CompileError(f"the chosen candidate @{program} gives output {i} of shape {tuple(o64.shape)}, PyTorch {tuple(r64.shape)}")
+        finite = torch.isfinite(r64)
+        if bool((finite & ~torch.isfinite(o64)).any()):
+            raise CompileError(f"the chosen candidate @{program} gives non-finite values in output {i} where PyTorch's are finite (a reformulation overflowed on the example inputs)")
+        diff = torch.where(finite, o64 - r64, torch.zeros_like(r64))
+        norm = float(torch.where(finite, r64, torch.zeros_like(r64)).norm())
+        err = float(diff.norm()) / max(norm, 1e-30)
+        if err > CHECK_TOL:
+            raise CompileError(f"the chosen candidate @{program} disagrees with PyTorch on the example inputs: output {i} relative L2 error {err:.3g} > {CHECK_TOL}")
 
 
 def _tune(work, ep, module, inputs, budget, candidates, quiet):

@@ -277,3 +277,35 @@ def test_a_function_s_inputs_keep_their_names(tmp_path):
     g = efir.compile(lambda *a: a[0] + a[1], xs, quiet=True, workdir=tmp_path / "g")
     assert "%xs_0" in (tmp_path / "g" / "program.efir").read_text()
     assert torch.allclose(g(*xs), xs[0] + xs[1])
+
+
+def test_the_chosen_candidate_is_checked_against_pytorch():
+    """Without tuning, the estimate's choice is run once on the example
+    inputs: a non-finite output where PyTorch's is finite (a reformulation
+    that overflowed) or a wrong one is a CompileError, so the backend keeps
+    PyTorch's code; a right one passes."""
+    import importlib
+    import types
+
+    c = importlib.import_module("efir.compile")
+
+    x = torch.randn(4, 8)
+
+    def fn(t):
+        return torch.exp(t - t.amax(-1, keepdim=True))
+
+    class M(torch.nn.Module):
+        def forward(self, t):
+            return fn(t)
+
+    def fake(out):
+        return types.SimpleNamespace(run=lambda *a, config=None: out)
+
+    ident = lambda ins: ins  # noqa: E731
+    c._check_outputs(fake(fn(x)), M(), (x,), ident, None, "p")
+    overflow = fn(x).clone()
+    overflow[0, 0] = float("nan")
+    with pytest.raises(c.CompileError, match="non-finite"):
+        c._check_outputs(fake(overflow), M(), (x,), ident, None, "p")
+    with pytest.raises(c.CompileError, match="relative L2"):
+        c._check_outputs(fake(fn(x) * 1.5), M(), (x,), ident, None, "p")
