@@ -112,6 +112,7 @@ CASES = [(f"examples/small/{w}.efir", w) for w in (
     ("lit-tests/TTIR/matmul-k-loop.efir", "mm"),
     ("lit-tests/TTIR/reduce.efir", "rowmax"),
     ("lit-tests/TTIR/pointwise.efir", "pw"),
+    ("lit-tests/TTIR/log1p.efir", "lp"),
     ("lit-tests/TTIR/not-covered.efir", "bmm"),
 ]
 

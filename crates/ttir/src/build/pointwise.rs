@@ -67,6 +67,33 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             }
             "ew.exp" => f32u(self, &["math.exp"])?,
             "ew.log" => f32u(self, &["math.log"])?,
+            "ew.log1p" => {
+                // As the Python build: with u = 1 + x, log(u) * x / (u - 1)
+                // (exact for small x where log(u) alone loses x's digits),
+                // x where u == 1, log(u) where u == x (x huge).
+                let x = self.cast(&x0, DType::F32)?;
+                let tf = t(DType::F32);
+                let one = self.splat_const(depth, 1.0, &shape, DType::F32)?;
+                let u = self.val(depth, "arith.addf", &[one, x.v], &tf, &[])?;
+                let um1 = self.val(depth, "arith.subf", &[u, one], &tf, &[])?;
+                let l = self.val(depth, "math.log", &[u], &tf, &[])?;
+                let q = self.val(depth, "arith.divf", &[x.v, um1], &tf, &[])?;
+                let eq = |a, b| {
+                    self.val(
+                        depth,
+                        "arith.cmpf",
+                        &[a, b],
+                        &t(DType::I1),
+                        &[("predicate", "1 : i64".to_string())],
+                    )
+                };
+                let huge = eq(u, x.v)?;
+                let scale = self.val(depth, "arith.select", &[huge, one, q], &tf, &[])?;
+                let prod = self.val(depth, "arith.mulf", &[l, scale], &tf, &[])?;
+                let tiny = eq(u, one)?;
+                let r = self.val(depth, "arith.select", &[tiny, x.v, prod], &tf, &[])?;
+                self.cast(&self.with(&x0, r, DType::F32), rdt)?
+            }
             "ew.sqrt" => f32u(self, &["math.sqrt"])?,
             "ew.rsqrt" => f32u(self, &["math.rsqrt"])?,
             "ew.erf" => f32u(self, &["math.erf"])?,
