@@ -1,7 +1,7 @@
 //! Between functions and e-graphs: a function of value ops becomes an
-//! e-graph with its roots ([`from_func`]); an e-graph is written as an
-//! `egraph` dialect function ([`to_egraph_text`]) and read back
-//! ([`from_egraph_func`]); and a chosen e-node per e-class becomes a
+//! e-graph with its roots ([`from_func`]); an e-graph becomes an `egraph`
+//! dialect function ([`to_egraph_func`], as text [`to_egraph_text`]) and is
+//! read back ([`from_egraph_func`]); and a chosen e-node per e-class becomes a
 //! function of value ops again ([`to_func`], printed by [`to_func_text`]).
 
 use crate::analysis::{arg_leaf, operand_count, Ctx, Data, EGraph, TypeAnalysis};
@@ -287,6 +287,92 @@ pub fn to_egraph_text(g: &Graph) -> String {
     s
 }
 
+/// The e-graph as an `egraph` dialect function built as IR, the same
+/// function that [`to_egraph_text`] writes (e-classes renumbered densely in
+/// id order, e-nodes in order within a class, values `%n0`, `%n1`, ... and
+/// `%r0`, ... for the roots, skipping parameter names); it, its ops and
+/// values carry `span`.
+pub fn to_egraph_func(g: &Graph, span: Span) -> Result<Func, String> {
+    let eg = &g.egraph;
+    let mut f = Func::new(&g.name);
+    f.name_span = span;
+    f.span = span;
+    f.return_span = span;
+    for (n, t) in &g.params {
+        let p = f.push_value(n.clone(), t.clone(), span);
+        f.params.push(p);
+    }
+    f.results = g.results.clone();
+    f.result_spans = vec![span; g.results.len()];
+    let taken: HashSet<&str> = g.params.iter().map(|(n, _)| n.as_str()).collect();
+    let mut k = 0usize;
+    let mut fresh = |prefix: &str| loop {
+        let r = format!("{prefix}{k}");
+        k += 1;
+        if !taken.contains(r.as_str()) {
+            break r;
+        }
+    };
+    let mut number: BTreeMap<Id, i64> = BTreeMap::new();
+    let mut classes: Vec<_> = eg
+        .classes()
+        .filter(|c| matches!(c.data, Data::Value(_)))
+        .collect();
+    classes.sort_by_key(|c| c.id);
+    for c in &classes {
+        let n = number.len() as i64;
+        number.insert(c.id, n);
+    }
+    let class_of = |c: Id| {
+        number
+            .get(&eg.find(c))
+            .copied()
+            .ok_or_else(|| "an operand e-class without a value type".to_string())
+    };
+    for c in &classes {
+        let Data::Value(ty) = &c.data else { continue };
+        let mut nodes: Vec<&SymbolLang> = c.nodes.iter().collect();
+        nodes.sort();
+        for n in nodes {
+            let mut attrs = indexmap::IndexMap::new();
+            attrs.insert("class".to_string(), Attr::Int(number[&c.id]));
+            if let Some(i) = n.op.as_str().strip_prefix("arg") {
+                let i: i64 = i.parse().map_err(|_| "bad argument leaf".to_string())?;
+                attrs.insert("op".into(), Attr::Str("arg".into()));
+                attrs.insert("children".into(), Attr::Array(Vec::new()));
+                attrs.insert("param".into(), Attr::Int(i));
+            } else {
+                let kids = node_operands(eg, n)
+                    .iter()
+                    .map(|c| class_of(*c).map(Attr::Int))
+                    .collect::<Result<Vec<_>, _>>()?;
+                attrs.insert("op".into(), Attr::Str(n.op.to_string()));
+                attrs.insert("children".into(), Attr::Array(kids));
+                attrs.extend(node_attrs(eg, n));
+            }
+            let result = fresh("n");
+            f.push_op("egraph.node", Vec::new(), attrs, result, ty.clone(), span);
+        }
+    }
+    let mut k = 0usize;
+    for r in &g.roots {
+        let r = eg.find(*r);
+        let ty = eg[r].data.ty().cloned().unwrap_or(Type::Tuple(Vec::new()));
+        let mut attrs = indexmap::IndexMap::new();
+        attrs.insert("class".to_string(), Attr::Int(class_of(r)?));
+        let result = loop {
+            let name = format!("r{k}");
+            k += 1;
+            if !taken.contains(name.as_str()) {
+                break name;
+            }
+        };
+        let v = f.push_op("egraph.root", Vec::new(), attrs, result, ty, span);
+        f.returns.push(v);
+    }
+    Ok(f)
+}
+
 /// A function of value ops built from one chosen e-node per e-class
 /// (`choose(class)`), shared sub-terms emitted once, in the generic form:
 /// [`to_func`] printed.
@@ -431,4 +517,32 @@ pub fn lookup_func_nodes(
         }
     }
     Ok((f.returns.iter().map(|v| eg.find(ids[v])).collect(), nodes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `egraph` function built as IR prints as the text that
+    /// [`to_egraph_text`] writes, for a saturated e-graph with e-classes of
+    /// several e-nodes, attributes and library reducers.
+    #[test]
+    fn egraph_func_prints_as_egraph_text() {
+        let reg = value_registry();
+        let src = include_str!("../../../examples/small/attn_decode.efir");
+        let (m, d) = efir_ir::parse_and_verify(src, &reg);
+        assert!(d.is_empty(), "{d:?}");
+        let g = from_func(&m.funcs[0], &m).unwrap();
+        let (g, _, _) = crate::saturate::run_rules(g, crate::rules::FAMILIES, 4, 5_000, 5.0);
+        assert!(g.egraph.classes().any(|c| c.nodes.len() > 1));
+        let f = to_egraph_func(&g, Span::default()).unwrap();
+        let mut reg = reg;
+        reg.register(&efir_dialect_egraph::DIALECT);
+        let printed = efir_ir::print_module(
+            &Module { funcs: vec![f] },
+            &reg,
+            efir_ir::PrintOptions::default(),
+        );
+        assert_eq!(printed, to_egraph_text(&g));
+    }
 }

@@ -3,12 +3,12 @@
 //! `egraph` dialect function (which can be saturated further). Functions
 //! that reducers refer to (`@f`, `@h`) are kept as they are.
 
-use crate::convert::{from_egraph_func_in, from_func_in, graph_signatures, to_egraph_text, Graph};
+use crate::convert::{from_egraph_func_in, from_func_in, graph_signatures, to_egraph_func, Graph};
 use crate::rules::{rules, FAMILIES};
 use efir_diagnostics::Span;
 use efir_diagnostics::{codes, Diag};
 use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
-use efir_ir::{print_module, Attr, AxisState, Func, Module, PrintOptions, Type};
+use efir_ir::{Attr, AxisState, Func, Module, Type};
 use egg::{Runner, StopReason};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeSet, HashMap};
@@ -184,37 +184,6 @@ pub fn module_of(
     Ok(m)
 }
 
-/// Parse and verify the module a pass wrote as text and put it in place of
-/// `m`; errors (bugs of the pass) are reported with `what` in front.
-pub fn replace_module(
-    m: &mut Module,
-    text: &str,
-    what: &str,
-    cx: &mut PassContext<'_>,
-) -> Result<(), PassFailed> {
-    take_parsed(m, efir_ir::parse_and_verify(text, cx.registry), what, cx)
-}
-
-/// [`replace_module`] from text already parsed and verified (`parsed`, as
-/// [`efir_ir::parse_and_verify`] returns it).
-pub fn take_parsed(
-    m: &mut Module,
-    (new, diags): (Module, Vec<Diag>),
-    what: &str,
-    cx: &mut PassContext<'_>,
-) -> Result<(), PassFailed> {
-    if !diags.is_empty() {
-        cx.diags.extend(diags.into_iter().map(|d| Diag {
-            message: format!("{what}: {}", d.message),
-            span: efir_diagnostics::Span::default(),
-            ..d
-        }));
-        return Err(PassFailed);
-    }
-    *m = new;
-    Ok(())
-}
-
 /// Saturate `g` with the rules of `families` under the given limits; the
 /// runner's iterations and stop reason, and the saturated graph.
 pub fn run_rules(
@@ -373,23 +342,6 @@ pub fn graph_in(
     }
 }
 
-/// Print the functions of `m` that reducers use (kept unchanged).
-pub fn lambda_text(m: &Module, registry: &efir_ir::Registry) -> (String, BTreeSet<String>) {
-    let names = reducer_functions(m);
-    let keep = Module {
-        funcs: m
-            .funcs
-            .iter()
-            .filter(|f| names.contains(&f.name))
-            .cloned()
-            .collect(),
-    };
-    (
-        print_module(&keep, registry, PrintOptions::default()),
-        names,
-    )
-}
-
 fn stop_name(r: &Option<StopReason>) -> &'static str {
     match r {
         Some(StopReason::Saturated) => "saturated",
@@ -407,7 +359,8 @@ impl Pass for Saturate {
 
     fn run(&mut self, m: &mut Module, cx: &mut PassContext<'_>) -> Result<(), PassFailed> {
         let fams: Vec<&str> = self.families.iter().map(String::as_str).collect();
-        let (mut text, lambdas) = lambda_text(m, cx.registry);
+        let lambdas = reducer_functions(m);
+        let mut made = Vec::new();
         let (mut enodes, mut eclasses, mut iterations) = (0usize, 0usize, 0usize);
         let mut applied: Map<String, Value> = Map::new();
         let mut stop = "saturated";
@@ -451,13 +404,14 @@ impl Pass for Saturate {
             used_lib.extend(library_refs(&g.egraph));
             enodes += g.egraph.total_size();
             eclasses += g.egraph.number_of_classes();
-            if !text.is_empty() {
-                text.push('\n');
-            }
-            text.push_str(&to_egraph_text(&g));
+            made.push(to_egraph_func(&g, f.name_span).map_err(|e| func_failed(cx, f, e))?);
         }
-        text.push_str(&library_used(&used_lib, &lambdas));
-        replace_module(m, &text, "in the saturated e-graph", cx)?;
+        let kept: Vec<Func> = std::mem::take(&mut m.funcs)
+            .into_iter()
+            .filter(|f| lambdas.contains(&f.name))
+            .collect();
+        let library = crate::repairs::used_funcs(&used_lib.difference(&lambdas).cloned().collect());
+        *m = module_of(kept, made, library, "in the saturated e-graph", cx)?;
         cx.stats.insert("enodes".into(), json!(enodes));
         cx.stats.insert("eclasses".into(), json!(eclasses));
         cx.stats.insert("iterations".into(), json!(iterations));
