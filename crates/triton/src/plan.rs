@@ -13,7 +13,17 @@ fn stateless(t: &Type) -> bool {
 
 /// Cut `f` into kernels.
 pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
-    let mut base = plan_with(module, f, false)?;
+    let mut base = match plan_with(module, f, false) {
+        Ok(b) => b,
+        // A schedule recorded from the fused variant names its axes (the
+        // automatic grid axes of a kernel that computes its row statistics).
+        Err(e) => {
+            return match f.attrs.contains_key("schedule") {
+                true => plan_with(module, f, true).map_err(|_| e),
+                false => Err(e),
+            }
+        }
+    };
     choose_defaults(&mut base);
     // The variant that also computes row statistics inside the kernels that
     // read them (see [`epilogues`]), where it has fewer kernels, when its
