@@ -170,6 +170,12 @@ LOOPS = [
     ("lit-tests/TTIR/views.efir", "rot"),
     ("lit-tests/TTIR/views.efir", "strided"),
     ("lit-tests/TTIR/views.efir", "regroup"),
+    ("lit-tests/TTIR/slice-views.efir", "rot"),
+    ("lit-tests/TTIR/slice-views.efir", "tr"),
+    ("lit-tests/TTIR/slice-views.efir", "merge"),
+    ("lit-tests/TTIR/slice-views.efir", "split3"),
+    ("lit-tests/TTIR/slice-views.efir", "tsplit"),
+    ("lit-tests/TTIR/slice-views.efir", "tmerge"),
 ]
 
 

@@ -124,6 +124,9 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
     /// A reshape that splits or merges dims: its operand's buffer (under
     /// parallel views and reshapes) loaded at the result's extents.
     pub(super) fn reshaped_load(&mut self, v: ValueId, a: ValueId, lay: &Layout) -> R<Blk<'c, 'm>> {
+        if self.through_transpose(a) {
+            return self.reshape_ixs_load(v, a, lay);
+        }
         let b = self.source_buffer("tensor.reshape", a, None)?;
         let (er, _) = static_shape(self.p, self.p.func.ty(v))?;
         let (_, dt) = static_shape(self.p, self.p.func.ty(b))?;
@@ -137,9 +140,22 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         let bounds =
             efir_dialect_tensor::slices::slice_bounds(op).ok_or("a slice with malformed bounds")?;
         let mut access: Access = bounds.iter().map(|b| (b.start, b.step)).collect();
-        let src = self.source_buffer(&op.name, op.operands[0], Some(&mut access))?;
         let (er, _) = static_shape(self.p, f.ty(v))?;
         let (dims, depth) = self.dims(&er, lay)?;
+        if self.through_views(op.operands[0]) {
+            if access.len() != dims.len() {
+                return Err("a slice whose bounds do not match its rank".into());
+            }
+            let mut idx = Vec::with_capacity(dims.len());
+            for (k, (start, step)) in access.iter().enumerate() {
+                let x = self.ix_dim(depth, &dims, k)?;
+                idx.push(self.ix_affine(depth, x, 0, *start, *step)?);
+            }
+            let (src, idx) = self.source_ixs(&op.name, op.operands[0], idx, depth)?;
+            let mask = self.mask(&dims, depth)?;
+            return self.load_ixs(src, &dims, idx, mask, depth);
+        }
+        let src = self.source_buffer(&op.name, op.operands[0], Some(&mut access))?;
         if access.len() != dims.len() {
             return Err("a slice whose bounds do not match its rank".into());
         }
@@ -172,9 +188,23 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             let n = *ea
                 .get(d)
                 .ok_or("a concatenated operand without the joined dim")?;
-            let mut access: Access = vec![(0, 1); r];
-            let src = self.source_buffer(&op.name, *a, Some(&mut access))?;
-            let at = self.shifted(&dims, &access, Some((d, o)), depth)?;
+            // The operand's buffer and its indices (through views) or
+            // offsets (direct).
+            let (src, through, at) = if self.through_views(*a) {
+                let mut idx = Vec::with_capacity(r);
+                for k in 0..r {
+                    let x = self.ix_dim(depth, &dims, k)?;
+                    let shift = if k == d { o } else { 0 };
+                    idx.push(self.ix_affine(depth, x, shift, 0, 1)?);
+                }
+                let (src, idx) = self.source_ixs(&op.name, *a, idx, depth)?;
+                (src, Some(idx), Vec::new())
+            } else {
+                let mut access: Access = vec![(0, 1); r];
+                let src = self.source_buffer(&op.name, *a, Some(&mut access))?;
+                let at = self.shifted(&dims, &access, Some((d, o)), depth)?;
+                (src, None, at)
+            };
             // o <= offs < o + n along the joined dim.
             let lo = self.splat_const(depth, o as f64, &[bd.size], DType::I32)?;
             let hi = self.splat_const(depth, (o + n) as f64, &[bd.size], DType::I32)?;
@@ -206,7 +236,10 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     &[],
                 )?,
             };
-            let x = self.load_at(src, &dims, &at, Some(mask), depth)?;
+            let x = match through {
+                Some(idx) => self.load_ixs(src, &dims, idx, Some(mask), depth)?,
+                None => self.load_at(src, &dims, &at, Some(mask), depth)?,
+            };
             acc = Some(match acc {
                 None => x,
                 Some(prev) => {

@@ -1,0 +1,421 @@
+//! Index expressions: where a block's elements are in a buffer seen through
+//! transposes and reshapes. Each dim of the buffer is indexed by an i32
+//! block broadcastable to the result block (unit along the dims it does
+//! not depend on) or by a constant; a slice shifts and scales an index, a
+//! transpose permutes the indices, a reshape regroups them through the
+//! row-major flat index of each group of dims (divided and taken modulo),
+//! as the Python build's planner composes them (`crates/triton`'s
+//! `emit/slices.rs` and `emit/views.rs`).
+
+use super::*;
+use efir_ir::Dim;
+
+/// An index expression over a block of rank `r`: a constant, or an i32
+/// block of `shape` (rank `r`; each dim 1 or the block's size).
+#[derive(Clone)]
+pub(super) enum Ix<'c, 'm> {
+    C(i64),
+    T(Value<'c, 'm>, Vec<u64>),
+}
+
+/// The groups of a reshape from extents `from` to extents `to`: dims are
+/// matched in row-major groups of equal element count (each side at least
+/// one dim; unit dims after a group on one side only join it). Each group
+/// is `(to range, from range)`.
+pub(super) type Groups = Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>;
+
+pub(super) fn groups(to: &[u64], from: &[u64]) -> Result<Groups, String> {
+    let mut out = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < to.len() || j < from.len() {
+        let (si, sj) = (i, j);
+        let (mut pi, mut pj) = (1u128, 1u128);
+        while !(pi == pj && i > si && j > sj) {
+            if (pi <= pj && i < to.len()) || j >= from.len() {
+                if i >= to.len() {
+                    return Err("a reshape between different element counts".into());
+                }
+                pi *= to[i] as u128;
+                i += 1;
+            } else {
+                pj *= from[j] as u128;
+                j += 1;
+            }
+        }
+        while i < to.len() && to[i] == 1 && (j >= from.len() || from[j] != 1) {
+            i += 1;
+        }
+        while j < from.len() && from[j] == 1 && (i >= to.len() || to[i] != 1) {
+            j += 1;
+        }
+        out.push((si..i, sj..j));
+    }
+    Ok(out)
+}
+
+impl<'c, 'm> Em<'c, 'm, '_, '_> {
+    /// The offsets of dim `k` of the rank-`dims.len()` block `dims`.
+    pub(super) fn ix_dim(&self, depth: usize, dims: &[Bd<'c, 'm>], k: usize) -> R<Ix<'c, 'm>> {
+        let r = dims.len();
+        let v = self.along(depth, dims[k].offs, dims[k].size, k, r, "i32")?;
+        let mut shape = vec![1; r];
+        shape[k] = dims[k].size;
+        Ok(Ix::T(v, shape))
+    }
+
+    /// `x` combined with the constant `c` by `op` (`arith.muli`, ...).
+    fn ix_const_op(&self, depth: usize, x: Ix<'c, 'm>, op: &str, c: i64) -> R<Ix<'c, 'm>> {
+        Ok(match x {
+            Ix::C(a) => Ix::C(match op {
+                "arith.muli" => a * c,
+                "arith.addi" => a + c,
+                "arith.subi" => a - c,
+                "arith.divsi" => a / c,
+                _ => a % c,
+            }),
+            Ix::T(v, shape) => {
+                let k = self.splat_const(depth, c as f64, &shape, DType::I32)?;
+                let y = self.val(depth, op, &[v, k], &ty_text(&shape, "i32"), &[])?;
+                Ix::T(y, shape)
+            }
+        })
+    }
+
+    /// `x * step + start` (`x - shift` first, where `shift` is nonzero).
+    pub(super) fn ix_affine(
+        &self,
+        depth: usize,
+        mut x: Ix<'c, 'm>,
+        shift: u64,
+        start: u64,
+        step: u64,
+    ) -> R<Ix<'c, 'm>> {
+        if shift != 0 {
+            x = self.ix_const_op(depth, x, "arith.subi", shift as i64)?;
+        }
+        if step != 1 {
+            x = self.ix_const_op(depth, x, "arith.muli", step as i64)?;
+        }
+        if start != 0 {
+            x = self.ix_const_op(depth, x, "arith.addi", start as i64)?;
+        }
+        Ok(x)
+    }
+
+    /// `x + y`, broadcast to the larger of their shapes.
+    fn ix_add(&self, depth: usize, x: Ix<'c, 'm>, y: Ix<'c, 'm>) -> R<Ix<'c, 'm>> {
+        match (x, y) {
+            (Ix::C(a), Ix::C(b)) => Ok(Ix::C(a + b)),
+            (Ix::C(0), t) | (t, Ix::C(0)) => Ok(t),
+            (Ix::C(a), t) | (t, Ix::C(a)) => self.ix_const_op(depth, t, "arith.addi", a),
+            (Ix::T(a, sa), Ix::T(b, sb)) => {
+                let to: Vec<u64> = sa.iter().zip(&sb).map(|(p, q)| *p.max(q)).collect();
+                let a = self.bcast(depth, a, &sa, &to, "i32")?;
+                let b = self.bcast(depth, b, &sb, &to, "i32")?;
+                let v = self.val(depth, "arith.addi", &[a, b], &ty_text(&to, "i32"), &[])?;
+                Ok(Ix::T(v, to))
+            }
+        }
+    }
+
+    /// The indices of a reshape's operand (extents `from`) from those of
+    /// its result (extents `to`): a group of one dim (besides units) on
+    /// each side keeps its index; otherwise the group's row-major flat
+    /// index is divided and taken modulo (the outermost dim needs no
+    /// modulo: where the flat index passes the group, the result's mask
+    /// is off); unit dims index 0.
+    fn ix_regroup(
+        &self,
+        depth: usize,
+        idx: &[Ix<'c, 'm>],
+        to: &[u64],
+        from: &[u64],
+    ) -> R<Vec<Ix<'c, 'm>>> {
+        let mut out = Vec::with_capacity(from.len());
+        for (gt, gf) in groups(to, from)? {
+            let group_to: Vec<usize> = gt.filter(|k| to[*k] != 1).collect();
+            let nu_from: Vec<usize> = gf.clone().filter(|k| from[*k] != 1).collect();
+            if group_to.len() == 1 && nu_from.len() == 1 {
+                for k in gf {
+                    out.push(if from[k] == 1 {
+                        Ix::C(0)
+                    } else {
+                        idx[group_to[0]].clone()
+                    });
+                }
+                continue;
+            }
+            let mut flat = Ix::C(0);
+            let mut stride = 1u64;
+            for k in group_to.iter().rev() {
+                let term = if stride == 1 {
+                    idx[*k].clone()
+                } else {
+                    self.ix_const_op(depth, idx[*k].clone(), "arith.muli", stride as i64)?
+                };
+                flat = self.ix_add(depth, term, flat)?;
+                stride *= to[*k];
+            }
+            let outer = nu_from.first().copied();
+            let mut s = 1u64;
+            let mut rev = Vec::new();
+            for k in gf.rev() {
+                rev.push(if from[k] == 1 {
+                    Ix::C(0)
+                } else {
+                    let mut x = flat.clone();
+                    if s != 1 {
+                        x = self.ix_const_op(depth, x, "arith.divsi", s as i64)?;
+                    }
+                    if Some(k) != outer {
+                        x = self.ix_const_op(depth, x, "arith.remsi", from[k] as i64)?;
+                    }
+                    x
+                });
+                s *= from[k];
+            }
+            rev.reverse();
+            out.extend(rev);
+        }
+        if out.len() != from.len() {
+            return Err("a reshape whose dims could not be matched".into());
+        }
+        Ok(out)
+    }
+
+    /// The static extents of `y`, which `op` reads through a view.
+    fn view_extents(&self, op: &str, y: ValueId) -> R<Vec<u64>> {
+        let f = self.p.func;
+        let t = f
+            .ty(y)
+            .as_tensor()
+            .ok_or("a tuple where a tensor was expected")?;
+        t.shape
+            .iter()
+            .map(|d| match d {
+                Dim::Static(n) => Ok(*n),
+                Dim::Axis(_) => Err(format!(
+                    "`{op}` reads `%{}` through a view, but its extents are not static",
+                    f.value(y).name
+                )),
+            })
+            .collect()
+    }
+
+    /// Whether `v` reaches its buffer through a transpose or a reshape
+    /// (under parallel views and slices): then it is read through index
+    /// expressions ([`Self::source_ixs`]).
+    pub(super) fn through_views(&self, mut v: ValueId) -> bool {
+        let f = self.p.func;
+        while !self.p.buffer[v.index()] {
+            let Some(i) = self.p.def[v.index()] else {
+                return false;
+            };
+            let d = &f.ops[i];
+            match d.name.as_str() {
+                "par.partition" | "par.replicate" | "par.combine" | "tensor.slice" => {}
+                "tensor.reshape" | "tensor.transpose" => return true,
+                _ => return false,
+            }
+            v = d.operands[0];
+        }
+        false
+    }
+
+    /// Whether `v` reaches its buffer through a transpose under parallel
+    /// views and reshapes (a reshape of it is read through index
+    /// expressions; without one, at the reshape's extents).
+    pub(super) fn through_transpose(&self, mut v: ValueId) -> bool {
+        let f = self.p.func;
+        while !self.p.buffer[v.index()] {
+            let Some(i) = self.p.def[v.index()] else {
+                return false;
+            };
+            let d = &f.ops[i];
+            match d.name.as_str() {
+                "par.partition" | "par.replicate" | "par.combine" | "tensor.reshape" => {}
+                "tensor.transpose" => return true,
+                _ => return false,
+            }
+            v = d.operands[0];
+        }
+        false
+    }
+
+    /// The buffer that `v` (read by `op`) is read from, under parallel
+    /// views, slices, transposes and reshapes, and the index of each of
+    /// its dims from `idx`, those of `v`'s dims.
+    pub(super) fn source_ixs(
+        &self,
+        op: &str,
+        mut v: ValueId,
+        mut idx: Vec<Ix<'c, 'm>>,
+        depth: usize,
+    ) -> R<(ValueId, Vec<Ix<'c, 'm>>)> {
+        let f = self.p.func;
+        loop {
+            if self.p.buffer[v.index()] {
+                return Ok((v, idx));
+            }
+            let i = self.p.def[v.index()].ok_or("a parameter that is not a buffer")?;
+            let d = &f.ops[i];
+            match d.name.as_str() {
+                "par.partition" | "par.replicate" | "par.combine" => {}
+                "tensor.slice" => {
+                    let bounds = efir_dialect_tensor::slices::slice_bounds(d)
+                        .filter(|b| b.len() == idx.len())
+                        .ok_or("a slice with malformed bounds")?;
+                    let mut out = Vec::with_capacity(idx.len());
+                    for (x, b) in idx.into_iter().zip(&bounds) {
+                        out.push(self.ix_affine(depth, x, 0, b.start, b.step)?);
+                    }
+                    idx = out;
+                }
+                "tensor.transpose" => {
+                    let perm = d
+                        .attrs
+                        .get("perm")
+                        .and_then(Attr::as_int_array)
+                        .filter(|p| p.len() == idx.len())
+                        .ok_or("a transpose without a matching perm")?;
+                    let mut out = vec![Ix::C(0); perm.len()];
+                    for (k, p) in perm.iter().enumerate() {
+                        *out.get_mut(*p as usize)
+                            .ok_or("a transpose with a bad perm")? = idx[k].clone();
+                    }
+                    idx = out;
+                }
+                "tensor.reshape" => {
+                    let to = self.view_extents(op, v)?;
+                    if to.len() != idx.len() {
+                        return Err("a reshape whose rank does not match its reader's".into());
+                    }
+                    let from = self.view_extents(op, d.operands[0])?;
+                    idx = self.ix_regroup(depth, &idx, &to, &from)?;
+                }
+                other => {
+                    return Err(format!(
+                        "`{op}` reads `%{}` (made by `{other}`) from memory (not covered by the TTIR path)",
+                        f.value(v).name
+                    ))
+                }
+            }
+            v = d.operands[0];
+        }
+    }
+
+    /// A reshape `v` of `a` that splits or merges dims, where `a` reaches
+    /// its buffer through a transpose: each dim of the buffer indexed by
+    /// the result block's offsets regrouped and permuted down the chain.
+    pub(super) fn reshape_ixs_load(
+        &mut self,
+        v: ValueId,
+        a: ValueId,
+        lay: &Layout,
+    ) -> R<Blk<'c, 'm>> {
+        let er = self.view_extents("tensor.reshape", v)?;
+        let ea = self.view_extents("tensor.reshape", a)?;
+        let (dims, depth) = self.dims(&er, lay)?;
+        let mut idx = Vec::with_capacity(dims.len());
+        for k in 0..dims.len() {
+            idx.push(self.ix_dim(depth, &dims, k)?);
+        }
+        let idx = self.ix_regroup(depth, &idx, &er, &ea)?;
+        let (src, idx) = self.source_ixs("tensor.reshape", a, idx, depth)?;
+        let mask = self.mask(&dims, depth)?;
+        self.load_ixs(src, &dims, idx, mask, depth)
+    }
+
+    /// Load tensor buffer `b` at the indices `idx` (one per dim of `b`), as
+    /// a block of `dims` under `mask` (`None`: no lane is off).
+    pub(super) fn load_ixs(
+        &self,
+        b: ValueId,
+        dims: &[Bd<'c, 'm>],
+        idx: Vec<Ix<'c, 'm>>,
+        mask: Option<Value<'c, 'm>>,
+        depth: usize,
+    ) -> R<Blk<'c, 'm>> {
+        let (exts, dt) = static_shape(self.p, self.p.func.ty(b))?;
+        if idx.len() != exts.len() {
+            return Err("a view whose indices do not match its buffer's rank".into());
+        }
+        let elems: u128 = exts.iter().map(|e| *e as u128).product();
+        if elems >= 1 << 31 {
+            return Err("a buffer of 2^31 elements or more (64-bit offsets are not covered by the TTIR path)".into());
+        }
+        let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
+        let mut off = Ix::C(0);
+        for (i, x) in idx.into_iter().enumerate() {
+            let stride: u64 = exts[i + 1..].iter().product();
+            let term = if stride == 1 {
+                x
+            } else {
+                self.ix_const_op(depth, x, "arith.muli", stride as i64)?
+            };
+            off = self.ix_add(depth, off, term)?;
+        }
+        let base = *self
+            .args
+            .get(&(b, 0))
+            .ok_or("a buffer that is not an argument")?;
+        let pt = format!("!tt.ptr<{}>", dtype_name(dt));
+        let tp = ty_text(&shape, &pt);
+        let off = match off {
+            Ix::C(c) => self.splat_const(depth, c as f64, &shape, DType::I32)?,
+            Ix::T(v, s) => self.bcast(depth, v, &s, &shape, "i32")?,
+        };
+        let ptr = if shape.is_empty() {
+            self.val(depth, "tt.addptr", &[base, off], &pt, &[])?
+        } else {
+            let sb = self.val(depth, "tt.splat", &[base], &tp, &[])?;
+            self.val(depth, "tt.addptr", &[sb, off], &tp, &[])?
+        };
+        let rt = ty_text(&shape, dtype_name(dt));
+        let v = match mask {
+            None => self.val(
+                depth,
+                "tt.load",
+                &[ptr],
+                &rt,
+                &[("operandSegmentSizes", "array<i32: 1, 0, 0>".into())],
+            )?,
+            Some(m) => {
+                let z = self.splat_const(depth, 0.0, &shape, dt)?;
+                self.val(
+                    depth,
+                    "tt.load",
+                    &[ptr, m, z],
+                    &rt,
+                    &[("operandSegmentSizes", "array<i32: 1, 1, 1>".into())],
+                )?
+            }
+        };
+        Ok(Blk {
+            v,
+            dims: dims.to_vec(),
+            dt,
+            depth,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::groups;
+
+    #[test]
+    fn groups_match_equal_products_and_absorb_units() {
+        // [4, 2, 32] from [4, 64]: 4 | 2 x 32 = 64.
+        assert_eq!(
+            groups(&[4, 2, 32], &[4, 64]).unwrap(),
+            [(0..1, 0..1), (1..3, 1..2)]
+        );
+        // Units after a group on one side only join it.
+        assert_eq!(
+            groups(&[4, 8], &[1, 4, 8, 1]).unwrap(),
+            [(0..1, 0..2), (1..2, 2..4)]
+        );
+        assert!(groups(&[4, 8], &[4, 9]).is_err());
+    }
+}
