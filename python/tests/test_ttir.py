@@ -176,6 +176,7 @@ LOOPS = [
     ("lit-tests/TTIR/slice-views.efir", "split3"),
     ("lit-tests/TTIR/slice-views.efir", "tsplit"),
     ("lit-tests/TTIR/slice-views.efir", "tmerge"),
+    ("lit-tests/TTIR/batched.efir", "attn"),
 ]
 
 

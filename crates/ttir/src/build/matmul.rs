@@ -36,12 +36,14 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         lb.extend([kax.clone(), lay[r - 1].clone()]);
         let (dims, depth0) = self.dims(&er, lay)?;
         let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
-        if shape[..r - 2].iter().any(|n| *n != 1) {
-            return Err(
-                "a batched matmul with batch blocks over 1 (not covered by the TTIR path)".into(),
-            );
-        }
-        let shape2 = shape[r - 2..].to_vec();
+        // Batch blocks over 1: the product keeps the batch dims (a
+        // broadcast multiply and sum over K, as the Python build does).
+        let batched = shape[..r - 2].iter().any(|n| *n != 1);
+        let shape2 = if batched {
+            shape.clone()
+        } else {
+            shape[r - 2..].to_vec()
+        };
         let auto = format!("r{}", ea[ra - 1]);
         let (x, depth) = if kax.is_none()
             && ea[ra - 1] > AUTO_K
@@ -100,7 +102,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             let (x, d) = self.product(v, &la, &lb, None, 0)?;
             (x, d.max(depth0))
         };
-        let x = if r > 2 {
+        let x = if r > 2 && !batched {
             self.val(depth, "tt.reshape", &[x], &ty_text(&shape, "f32"), &[])?
         } else {
             x
@@ -112,6 +114,89 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             depth,
         };
         self.cast(&blk, rdt)
+    }
+
+    /// The f32 product of blocks `xa` (`[.., m, k]`) and `xb` (`[.., k,
+    /// n]`) whose batch dims are not all single elements, as a block of
+    /// the result's rank `r` (`[.., m, n]`, batch dims broadcast; plus
+    /// `acc`): the operands multiplied as `[.., m, k, 1]` by `[.., 1, k, n]`
+    /// and summed over `k` in registers, as the Python build's batched
+    /// product.
+    fn batched_product(
+        &self,
+        xa: &Blk<'c, 'm>,
+        xb: &Blk<'c, 'm>,
+        r: usize,
+        acc: Option<Value<'c, 'm>>,
+        depth: usize,
+    ) -> R<(Value<'c, 'm>, usize)> {
+        let (ra, rb) = (xa.dims.len(), xb.dims.len());
+        if ra > r || rb > r {
+            return Err("a matmul operand of a higher rank than its result".into());
+        }
+        // Zero the K padding of both operands, in f32.
+        let xa = self.cast(&self.pad(xa, ra - 1, 0.0)?, DType::F32)?;
+        let xb = self.cast(&self.pad(xb, rb - 2, 0.0)?, DType::F32)?;
+        // Both at rank r + 1: leading unit dims, then a unit dim for n
+        // (a) or for m (b).
+        let lift = |x: &Blk<'c, 'm>, unit_at: usize| -> R<(Value<'c, 'm>, Vec<u64>)> {
+            let mut shape = x.shape();
+            let mut v = x.v;
+            while shape.len() < r {
+                shape.insert(0, 1);
+                v = self.val(
+                    depth,
+                    "tt.expand_dims",
+                    &[v],
+                    &ty_text(&shape, "f32"),
+                    &[("axis", "0 : i32".into())],
+                )?;
+            }
+            shape.insert(unit_at, 1);
+            v = self.val(
+                depth,
+                "tt.expand_dims",
+                &[v],
+                &ty_text(&shape, "f32"),
+                &[("axis", format!("{unit_at} : i32"))],
+            )?;
+            Ok((v, shape))
+        };
+        let (a, sa) = lift(&xa, r)?;
+        let (b, sb) = lift(&xb, r - 2)?;
+        let s: Vec<u64> = sa.iter().zip(&sb).map(|(x, y)| *x.max(y)).collect();
+        if sa
+            .iter()
+            .zip(&sb)
+            .any(|(x, y)| x != y && *x != 1 && *y != 1)
+        {
+            return Err("matmul operands whose batch blocks do not broadcast".into());
+        }
+        let a = self.bcast(depth, a, &sa, &s, "f32")?;
+        let b = self.bcast(depth, b, &sb, &s, "f32")?;
+        let p = self.val(depth, "arith.mulf", &[a, b], &ty_text(&s, "f32"), &[])?;
+        // The product's dims (only their sizes matter to the reduction).
+        let dims = s
+            .iter()
+            .map(|n| Bd {
+                size: *n,
+                ..xa.dims[ra - 1]
+            })
+            .collect();
+        let pb = Blk {
+            v: p,
+            dims,
+            dt: DType::F32,
+            depth,
+        };
+        let y = self.tt_reduce(&pb, r - 1, "arith.addf")?;
+        let mut rs = s;
+        rs.remove(r - 1);
+        let y = match acc {
+            Some(c) => self.val(depth, "arith.addf", &[c, y], &ty_text(&rs, "f32"), &[])?,
+            None => y,
+        };
+        Ok((y, depth))
     }
 
     /// `x` (a block whose dims but the last two are single elements) as a
@@ -161,6 +246,11 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         let (mut xa, mut xb) = (xa, xb);
         xa.depth = depth;
         xb.depth = depth;
+        let batch = |x: &Blk<'c, 'm>| x.dims[..x.dims.len() - 2].iter().any(|d| d.size != 1);
+        if batch(&xa) || batch(&xb) {
+            let r = f.ty(v).as_tensor().map_or(0, |t| t.shape.len());
+            return self.batched_product(&xa, &xb, r, acc, depth);
+        }
         let xa = self.matrix(&xa)?;
         let xb = self.matrix(&xb)?;
         // Zero the K padding of both operands.
