@@ -28,15 +28,29 @@ pub(super) fn bits(d: DType) -> u32 {
     }
 }
 
-/// The number of tiles of axis `a` at its block.
+/// The number of tiles of axis `a` at its block. An axis over a dim of
+/// `|@b|` tiles has the tile count of `@b` (at its block) as its extent.
 pub(super) fn tiles(p: &Plan<'_>, a: &str) -> Result<u64, String> {
-    let info = p.axes.get(a).ok_or_else(|| format!("unknown axis @{a}"))?;
-    match info.extent {
-        efir_triton::Extent::N(e) => Ok(e.div_ceil(info.default.max(1))),
-        efir_triton::Extent::Tiles(_) => Err(format!(
-            "axis @{a} over a tile count (not covered by the TTIR path)"
-        )),
+    let mut chain = vec![a];
+    let mut a = a;
+    // The extent of the innermost axis, then the tile counts outwards.
+    let mut n = loop {
+        let info = p.axes.get(a).ok_or_else(|| format!("unknown axis @{a}"))?;
+        match &info.extent {
+            efir_triton::Extent::N(e) => break *e,
+            efir_triton::Extent::Tiles(b) => {
+                if chain.contains(&b.as_str()) {
+                    return Err(format!("axis @{a} over its own tile count"));
+                }
+                chain.push(b);
+                a = b;
+            }
+        }
+    };
+    for x in chain.iter().rev() {
+        n = n.div_ceil(p.axes[*x].default.max(1));
     }
+    Ok(n)
 }
 
 /// The extents (a dim of `|@a|` tiles is the tile count of `@a` at its
