@@ -2,6 +2,13 @@
 //! e-class the e-node of least estimated cost: bytes moved through global
 //! memory plus a fixed cost per kernel launch. Values under parallel axes
 //! stay inside a kernel; values without parallel state are materialized.
+//!
+//! The least costs are found by Knuth's generalization of Dijkstra's
+//! algorithm ([`greedy`]): every e-class is costed once, when the cheapest
+//! e-node whose operands are all costed is the cheapest left anywhere, so
+//! extraction takes O(e-nodes log e-classes), where `egg::Extractor`'s
+//! fixpoint re-scans every class once per level of a chain (quadratic:
+//! 50 s on a chain of 20,000 ops).
 
 use crate::analysis::{Data, EGraph};
 use crate::convert::to_func;
@@ -9,9 +16,11 @@ use crate::saturate::{graph_in, reducer_functions};
 use efir_diagnostics::{codes, Diag};
 use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
 use efir_ir::{Attr, AxisState, Dim, Func, Module, Type};
-use egg::{CostFunction, Extractor, Id, Language, SymbolLang};
+use egg::{CostFunction, Id, Language, SymbolLang};
 use serde_json::json;
-use std::collections::BTreeSet;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
+use std::time::Instant;
 
 /// Registration of `--extract`.
 pub const INFO: PassInfo = PassInfo {
@@ -22,6 +31,7 @@ pub const INFO: PassInfo = PassInfo {
         ("mode", "greedy (default): least estimated cost; target: the program of `file`, which must be in the e-graph"),
         ("file", "with mode=target: a .efir file holding a function of the same name"),
         ("launch-bytes", "cost of a kernel launch in bytes (default 65536)"),
+        ("time-limit", "seconds for the whole module (default 10); past it, the classes not yet costed take their first e-node whose operands are chosen, with warning E0706"),
     ],
     create: |o| Ok(Box::new(Extract::from_options(o)?)),
 };
@@ -30,6 +40,7 @@ pub const INFO: PassInfo = PassInfo {
 pub struct Extract {
     launch: f64,
     target: Option<String>,
+    time_limit: f64,
 }
 
 impl Extract {
@@ -53,6 +64,7 @@ impl Extract {
         Ok(Extract {
             launch: o.get_usize("launch-bytes", 65536)? as f64,
             target,
+            time_limit: o.get_seconds("time-limit", 10.0, true)?,
         })
     }
 }
@@ -130,6 +142,186 @@ impl CostFunction<SymbolLang> for GlobalMemoryCost<'_> {
     }
 }
 
+/// The least cost of every e-class and the e-node that achieves it.
+pub struct Greedy {
+    /// Dense number of each canonical class.
+    index: HashMap<Id, usize>,
+    /// Per class: its cost and the index of its chosen e-node, once costed.
+    chosen: Vec<Option<(f64, usize)>>,
+    /// Whether the deadline passed before every class was costed by least
+    /// cost (the rest then took their first e-node whose operands were
+    /// chosen).
+    pub stopped: bool,
+    /// Classes costed by least cost (all of them unless `stopped`).
+    pub costed: usize,
+}
+
+impl Greedy {
+    /// The cost of the term chosen for `c`, if it has one.
+    pub fn cost(&self, eg: &EGraph, c: Id) -> Option<f64> {
+        let i = *self.index.get(&eg.find(c))?;
+        self.chosen[i].map(|(x, _)| x)
+    }
+
+    /// The e-node chosen for `c`, if it has one.
+    pub fn node<'g>(&self, eg: &'g EGraph, c: Id) -> Option<&'g SymbolLang> {
+        let c = eg.find(c);
+        let i = *self.index.get(&c)?;
+        self.chosen[i].map(|(_, j)| &eg[c].nodes[j])
+    }
+}
+
+/// Costs `f64` ordered totally (the heap's keys).
+#[derive(Clone, Copy, PartialEq)]
+struct Key(f64);
+
+impl Eq for Key {}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&o.0)
+    }
+}
+
+/// The least cost of every e-class under `cf` (a cost that is the sum of
+/// the operands' costs plus the e-node's own, never below an operand's),
+/// by Knuth's generalization of Dijkstra's algorithm: an e-node is costed
+/// once all its operands' classes are, and the class whose best costed
+/// e-node is the cheapest left is settled next. Each class takes its first
+/// e-node (in the class's order) of least cost among those whose operands
+/// were settled before it, so the choices never form a cycle, even between
+/// e-nodes of equal cost. Classes without a finite term keep no choice.
+///
+/// Past `deadline` (checked every 1,024 classes), the classes left are
+/// settled in the order their first e-node becomes available, each taking
+/// the cheapest of its e-nodes available then: a valid choice, in linear
+/// time, that may not be the least cost; `stopped` is then set.
+pub fn greedy(
+    eg: &EGraph,
+    cf: &mut impl CostFunction<SymbolLang, Cost = f64>,
+    deadline: Option<Instant>,
+) -> Greedy {
+    let mut ids: Vec<Id> = eg.classes().map(|c| c.id).collect();
+    ids.sort();
+    let index: HashMap<Id, usize> = ids.iter().enumerate().map(|(i, c)| (*c, i)).collect();
+    let dense = |c: Id| index[&eg.find(c)];
+    // Per class and e-node: operands not yet settled, then the e-node's
+    // cost once they are (NaN: not available).
+    let mut pending: Vec<Vec<usize>> = Vec::with_capacity(ids.len());
+    let mut node_cost: Vec<Vec<f64>> = Vec::with_capacity(ids.len());
+    let mut users: Vec<Vec<(u32, u32)>> = vec![Vec::new(); ids.len()];
+    for (i, c) in ids.iter().enumerate() {
+        let nodes = &eg[*c].nodes;
+        pending.push(nodes.iter().map(|n| n.children().len()).collect());
+        node_cost.push(vec![f64::NAN; nodes.len()]);
+        for (j, n) in nodes.iter().enumerate() {
+            for k in n.children() {
+                users[dense(*k)].push((i as u32, j as u32));
+            }
+        }
+    }
+    let mut settled: Vec<Option<f64>> = vec![None; ids.len()];
+    let mut best: Vec<Option<f64>> = vec![None; ids.len()];
+    let mut heap: BinaryHeap<Reverse<(Key, usize)>> = BinaryHeap::new();
+    let mut fifo: VecDeque<usize> = VecDeque::new();
+    let mut stopped = false;
+    let mut costed = 0usize;
+    let mut chosen: Vec<Option<(f64, usize)>> = vec![None; ids.len()];
+    // The cost of e-node `j` of class `i`, whose operands are settled.
+    let mut cost_of = |i: usize, j: usize, settled: &[Option<f64>]| -> f64 {
+        cf.cost(&eg[ids[i]].nodes[j], |k| {
+            settled[dense(k)].unwrap_or(f64::INFINITY)
+        })
+    };
+    let offer = |i: usize,
+                 x: f64,
+                 best: &mut [Option<f64>],
+                 heap: &mut BinaryHeap<Reverse<(Key, usize)>>,
+                 fifo: &mut VecDeque<usize>,
+                 stopped: bool| {
+        if best[i].is_none_or(|b| x < b) {
+            let first = best[i].is_none();
+            best[i] = Some(x);
+            if !stopped {
+                heap.push(Reverse((Key(x), i)));
+            } else if first {
+                fifo.push_back(i);
+            }
+        }
+    };
+    for i in 0..ids.len() {
+        for j in 0..pending[i].len() {
+            if pending[i][j] == 0 {
+                let x = cost_of(i, j, &settled);
+                node_cost[i][j] = x;
+                offer(i, x, &mut best, &mut heap, &mut fifo, false);
+            }
+        }
+    }
+    let mut popped = 0usize;
+    loop {
+        if !stopped && popped.is_multiple_of(1024) && deadline.is_some_and(|d| Instant::now() >= d) {
+            stopped = true;
+            // The classes offered so far, cheapest first, then the rest as
+            // they become available.
+            let mut left: Vec<(Key, usize)> = heap.drain().map(|Reverse(e)| e).collect();
+            left.sort();
+            let mut seen = std::collections::HashSet::new();
+            fifo.extend(
+                left.into_iter()
+                    .filter(|(_, i)| seen.insert(*i))
+                    .map(|(_, i)| i),
+            );
+        }
+        let i = if stopped {
+            match fifo.pop_front() {
+                Some(i) => i,
+                None => break,
+            }
+        } else {
+            match heap.pop() {
+                Some(Reverse((_, i))) => i,
+                None => break,
+            }
+        };
+        popped += 1;
+        if settled[i].is_some() {
+            continue;
+        }
+        let Some(x) = best[i] else { continue };
+        settled[i] = Some(x);
+        costed += usize::from(!stopped);
+        // The first e-node of least cost among the available ones (all of
+        // whose operands were settled before this class).
+        let j = node_cost[i]
+            .iter()
+            .position(|c| *c == x)
+            .unwrap_or_default();
+        chosen[i] = Some((x, j));
+        for &(p, n) in &users[i] {
+            let (p, n) = (p as usize, n as usize);
+            pending[p][n] -= 1;
+            if pending[p][n] == 0 && settled[p].is_none() {
+                let y = cost_of(p, n, &settled);
+                node_cost[p][n] = y;
+                offer(p, y, &mut best, &mut heap, &mut fifo, stopped);
+            }
+        }
+    }
+    Greedy {
+        index,
+        chosen,
+        stopped,
+        costed,
+    }
+}
+
 /// The repair-library functions (`@efir.*`) that a function names: in its
 /// ops' attributes and in its values' types (the reducers of partial
 /// states), at any depth.
@@ -171,9 +363,12 @@ impl Pass for Extract {
     fn run(&mut self, m: &mut Module, cx: &mut PassContext<'_>) -> Result<(), PassFailed> {
         let lambdas = reducer_functions(m);
         let mut total = 0.0;
+        let mut complete = true;
         let mut used_lib = BTreeSet::new();
         let mut funcs = Vec::new();
         let sigs = crate::convert::graph_signatures(m);
+        // One deadline for the whole module (issue 30).
+        let deadline = crate::deadline::deadline_in(self.time_limit);
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
             let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
             let mut g = graph_in(f, sigs.clone()).map_err(|e| fail(cx, e))?;
@@ -228,18 +423,46 @@ impl Pass for Extract {
                 })
                 .map_err(|e| fail(cx, e))?
             } else {
-                let ex = Extractor::new(
-                    &g.egraph,
-                    GlobalMemoryCost {
-                        eg: &g.egraph,
-                        launch: self.launch,
-                    },
-                );
+                let mut cf = GlobalMemoryCost {
+                    eg: &g.egraph,
+                    launch: self.launch,
+                };
+                let eg = &g.egraph;
+                let choice = greedy(eg, &mut cf, Some(deadline));
                 for r in &g.roots {
-                    total += ex.find_best_cost(*r);
+                    total += choice.cost(eg, *r).ok_or_else(|| {
+                        fail(
+                            cx,
+                            "a result of the e-graph has no finite program (every e-node of its class depends on itself)".into(),
+                        )
+                    })?;
                 }
-                to_func(&g, &f.name, span, &|c| ex.find_best_node(c).clone())
-                    .map_err(|e| fail(cx, e))?
+                if choice.stopped {
+                    complete = false;
+                    cx.diags.push(
+                        Diag::warning(
+                            codes::E0706,
+                            format!(
+                                "`@{}`: extraction stopped by time-limit={} after costing {} of {} e-classes; the rest take their first e-node whose operands are chosen",
+                                f.name,
+                                self.time_limit,
+                                choice.costed,
+                                eg.number_of_classes()
+                            ),
+                            f.name_span,
+                        )
+                        .with_label("the program of this function may not be the cheapest"),
+                    );
+                }
+                // Every class reachable from the roots has a choice: a
+                // chosen e-node's operands were settled before it.
+                to_func(&g, &f.name, span, &|c| {
+                    choice
+                        .node(eg, c)
+                        .unwrap_or_else(|| &eg[c].nodes[0])
+                        .clone()
+                })
+                .map_err(|e| fail(cx, e))?
             };
             library_names_in(&out, &mut used_lib);
             funcs.push(out);
@@ -259,6 +482,7 @@ impl Pass for Extract {
             }),
         );
         cx.stats.insert("cost".into(), json!(total));
+        cx.stats.insert("complete".into(), json!(complete));
         Ok(())
     }
 }

@@ -268,33 +268,31 @@ pub fn rules() -> Vec<RuleDef> {
                 )]
             },
         ),
+        // exp(a) ⊙ exp(b) and exp(a) / exp(b) are only ever folded, never
+        // introduced: exp(a − b) is bounded where exp(a) and exp(b) may
+        // both overflow (a softmax's exp(z − max z)), and inf / inf or
+        // inf ⊙ 0 is NaN in floating point (issue 30).
         rule(
             f,
             "alg.exp-of-sum",
-            "exp(a + b) == exp(a) ⊙ exp(b)",
-            "(ew.exp (ew.add ?a ?b))",
+            "exp(a) ⊙ exp(b) == exp(a + b), folded only (exp(a + b) is never split)",
+            "(ew.mul (ew.exp ?a) (ew.exp ?b))",
             |m: &Match<'_>| {
                 vec![node(
-                    "ew.mul",
-                    vec![
-                        node("ew.exp", vec![m.class("?a")]),
-                        node("ew.exp", vec![m.class("?b")]),
-                    ],
+                    "ew.exp",
+                    vec![node("ew.add", vec![m.class("?a"), m.class("?b")])],
                 )]
             },
         ),
         rule(
             f,
             "alg.exp-of-difference",
-            "exp(a - b) == exp(a) / exp(b)",
-            "(ew.exp (ew.sub ?a ?b))",
+            "exp(a) / exp(b) == exp(a − b), folded only (exp(a − b) is never split)",
+            "(ew.div (ew.exp ?a) (ew.exp ?b))",
             |m: &Match<'_>| {
                 vec![node(
-                    "ew.div",
-                    vec![
-                        node("ew.exp", vec![m.class("?a")]),
-                        node("ew.exp", vec![m.class("?b")]),
-                    ],
+                    "ew.exp",
+                    vec![node("ew.sub", vec![m.class("?a"), m.class("?b")])],
                 )]
             },
         ),
