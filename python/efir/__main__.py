@@ -199,7 +199,8 @@ def _import(args):
     obj, name = _user_object(args.target)
     import torch
 
-    from .compile import CompileError, _export, as_module
+    from .program import as_module, export as _export
+    from .stages import CompileError
     from .importer import ImportError_, import_program
 
     if isinstance(obj, torch.nn.Module):

@@ -24,6 +24,10 @@ What is symbolic and what is not, today:
   (milliseconds in-process) and ranked by the static estimate at that size;
   Triton compiles the kernels on their first launch, as for any shape.
   Schedule tuning is not done for a family (the estimate chooses).
+- At each new size the best few candidates by estimate are checked, in
+  that order, against eager PyTorch on the first call's inputs at that size
+  (`check.choose`, as `efir.compile` checks its choice): the first that
+  agrees is kept.
 """
 
 import collections
@@ -31,11 +35,15 @@ import logging
 import pathlib
 import re
 import shutil
-import sys
 import tempfile
 import time
 
 import torch
+
+from .check import CHECK_TRIES, choose, verifier
+from .importer import import_program
+from .program import Args, export
+from .stages import CompileError, Stages, estimate, load, native, timed
 
 log = logging.getLogger("efir")
 
@@ -101,45 +109,48 @@ class Family:
     """A program compiled once for every size of its dynamic dims.
 
     `make(sizes)` returns `(module, example tensors)` at those sizes (one
-    per symbol); `sizes_of(tensors)` reads the sizes of a call's tensors.
-    Building imports at `sizes` and at `sizes + offsets`, symbolizes, and
-    saturates and compacts once (`stages`); each new size is translated and
-    loaded on first use and kept (the `max_sizes` most recent)."""
+    per symbol). Building imports at `sizes` and at `sizes + offsets`,
+    symbolizes, and saturates and compacts once; each new size is
+    translated and loaded on first use (`module`) and kept (the
+    `max_sizes` most recent)."""
 
-    def __init__(self, make, sizes, candidates, quiet, nat, stages_cls, export, import_program, load, args_cls, max_sizes=64):
+    def __init__(self, make, sizes, candidates, quiet, max_sizes=64):
         self.sizes0 = tuple(int(s) for s in sizes)
         self.kernels = collections.OrderedDict()
         self.max_sizes = max_sizes
         self.translations = 0
-        self.stats = {"stages": {}, "diagnostics": [], "translations": 0, "sizes": []}
-        self._nat, self._stages_cls, self._load = nat, stages_cls, load
-        t0 = time.time()
-        module, inputs = make(self.sizes0)
-        self.ep = export(module, inputs)
-        text_a = import_program(self.ep, "program")
-        other = tuple(s + k + 1 for k, s in enumerate(self.sizes0))
-        module_b, inputs_b = make(other)
-        text_b = import_program(export(module_b, inputs_b), "program")
-        self.stats["stages"]["export + import (2 sizes)"] = time.time() - t0
-        self.program = symbolize(text_a, text_b, list(zip(self.sizes0, other)))
+        self.stats = {"stages": {}, "diagnostics": [], "translations": 0, "sizes": [], "rejected": {}}
+        self._nat = native()
+        stages = self.stats["stages"]
+
+        def imported():
+            module, inputs = make(self.sizes0)
+            self.ep = export(module, inputs)
+            text_a = import_program(self.ep, "program")
+            other = tuple(s + k + 1 for k, s in enumerate(self.sizes0))
+            module_b, inputs_b = make(other)
+            text_b = import_program(export(module_b, inputs_b), "program")
+            return symbolize(text_a, text_b, list(zip(self.sizes0, other)))
+
+        self.program = timed("export + import (2 sizes)", quiet, stages, imported)
         if not any(symbol(k) in self.program for k in range(len(self.sizes0))):
             log.info("efir: the dynamic dims do not reach the program's types; one program serves every size")
         work = _tmp()
         try:
-            tools = stages_cls(work, nat, self.stats["diagnostics"])
+            tools = Stages(work, self._nat, self.stats["diagnostics"])
             (work / "family.efir").write_text(self.program)
-            t0 = time.time()
-            if not quiet:
-                print("efir: saturate + compact (symbolic sizes) ...", flush=True, file=sys.stderr)
-            tools.opt(["--saturate", f"--compact=max-candidates={candidates}"], "family.efir", "cands.efir")
-            self.stats["stages"]["saturate + compact"] = time.time() - t0
+            flags = ["--saturate", f"--compact=max-candidates={candidates}"]
+            timed("saturate + compact (symbolic sizes)", quiet, stages, lambda: tools.opt(flags, "family.efir", "cands.efir"))
             self.candidates = (work / "cands.efir").read_text()
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        self.args = args_cls(self.ep)
+        self.args = Args(self.ep)
 
-    def module(self, sizes):
-        """The loaded kernels module for `sizes` (translated on first use)."""
+    def module(self, sizes, verify=None):
+        """`(module, source, program)`: the loaded kernels for `sizes`,
+        translated on first use: the CHECK_TRIES best candidates by static
+        estimate at those sizes, the first that passes `verify(module,
+        program)` (`check.choose`; None: no check) kept."""
         sizes = tuple(int(s) for s in sizes)
         got = self.kernels.get(sizes)
         if got is not None:
@@ -147,23 +158,81 @@ class Family:
             return got
         work = _tmp()
         try:
-            tools = self._stages_cls(work, self._nat, self.stats["diagnostics"])
+            tools = Stages(work, self._nat, self.stats["diagnostics"])
             (work / "cands.efir").write_text(instantiate(self.candidates, sizes))
             t0 = time.time()
-            program, _ = tools.translate("cands.efir", "kernels.py")
-            source = (work / "kernels.py").read_text()
-            mod = self._load(work / "kernels.py", source)
+            programs, _ = tools.translate("cands.efir", top=CHECK_TRIES if verify is not None else 1)
             dt = time.time() - t0
         finally:
             shutil.rmtree(work, ignore_errors=True)
+        choice = choose(programs, lambda name, source: load(work / f"{name}.py", source), verify, what=f"family at sizes {sizes}: ")
+        if choice.rejected:
+            self.stats["rejected"][sizes] = choice.rejected
         self.translations += 1
         self.stats["translations"] = self.translations
         self.stats["sizes"].append(sizes)
-        log.info("efir: family translated for sizes %s in %.3f s (@%s)", sizes, dt, program)
-        self.kernels[sizes] = (mod, source, program)
+        log.info("efir: family translated for sizes %s in %.3f s (@%s)", sizes, dt, choice.program)
+        self.kernels[sizes] = (choice.module, choice.source, choice.program)
         while len(self.kernels) > self.max_sizes:
             self.kernels.popitem(last=False)
         return self.kernels[sizes]
+
+
+def build(make, sizes, candidates, quiet, max_sizes=64):
+    """A `Family` (the program saturated and compacted once with symbolic
+    extents, the kernels of the `max_sizes` most recent sizes kept);
+    CompileError when a dim cannot be symbolic."""
+    try:
+        return Family(make, sizes, candidates, quiet, max_sizes=max_sizes)
+    except StaticDim as e:
+        raise CompileError(f"dynamic dims stay static: {e}") from None
+    except CompileError as e:
+        first = str(e).splitlines()[0]
+        raise CompileError(f"dynamic dims stay static: the symbolic program does not compile: {first}", diagnostic=e.diagnostic, code=e.code) from None
+
+
+def compile_family(module, inputs, where, candidates, config, quiet):
+    """`efir.compile(module, inputs, ..., dynamic=...)`: one `Family` for
+    every size of the dynamic dims (`where`: each size's (input index, dim)
+    places); at each new size the candidates are checked against `module`
+    run eagerly on that call's inputs (`check.choose`)."""
+    fam = build(lambda sizes: (module, resized(inputs, where, sizes)), sizes_of(inputs, where), candidates, quiet)
+
+    def run(*user):
+        if len(user) != fam.args.n_user:
+            raise TypeError(f"the compiled program takes {fam.args.n_user} inputs, got {len(user)}")
+        for i, u in enumerate(user):
+            if not isinstance(u, torch.Tensor):
+                raise TypeError(f"input {i} is a {type(u).__name__}, not a torch.Tensor")
+        verify = verifier(module, user, fam.args, config)
+        mod, source, program = fam.module(sizes_of(user, where), verify=verify)
+        run.module, run.source = mod, source
+        return mod.run(*fam.args(user), config=config)
+
+    run.family = fam
+    run.module = run.source = None
+    run.workdir = None
+    run.native = fam._nat is not None
+    run.stats = fam.stats
+    run.report = lambda: report(fam)
+    run.tuned = None
+    return run
+
+
+def report(fam):
+    """What a family compiled, as `str`: its stages, the sizes translated,
+    the candidate chosen at the last few (and those rejected there)."""
+    lines = [
+        f"a family of sizes: {len(fam.sizes0)} symbolic dim(s), compiled once (example sizes {fam.sizes0})",
+        "stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in fam.stats["stages"].items()),
+        f"sizes translated: {fam.translations} ({', '.join(str(s) for s in fam.stats['sizes'][-8:])})",
+    ]
+    for sizes, (mod, source, program) in list(fam.kernels.items())[-4:]:
+        e = estimate(source)
+        lines.append(f"  {sizes}: @{program}, {e.get('kernels')} kernel(s), estimate {e.get('time_us', float('nan')):.3f} us")
+        for name, why in fam.stats["rejected"].get(sizes, []):
+            lines.append(f"    rejected @{name}: {why}")
+    return "\n".join(lines) + "\n"
 
 
 def _tmp():

@@ -8,14 +8,23 @@
   stderr as `efir: LEVEL: message`; without it Python's defaults apply
   (only WARNING and above, printed by the last-resort handler), so a
   successful compile prints nothing.
+- `shown(enabled)`: the `efir` logger's INFO records on stderr for a
+  while, as `efir.compile(..., quiet=False)` asks (its stages and how long
+  they took), where they are not shown already.
 - `bar(...)`: a tqdm progress bar on stderr for long steps (tuning,
   compiling many candidates), drawn only when stderr is a terminal and
-  tqdm is installed; otherwise a stand-in that draws nothing.
+  tqdm is installed; otherwise a stand-in that draws nothing. `working(...)`:
+  the same for a step without counts (elapsed time, refreshed meanwhile).
+
+The Python package writes its progress and debug output only through these
+(the command line's results and `error:` lines aside).
 """
 
+import contextlib
 import logging
 import os
 import sys
+import threading
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -44,7 +53,7 @@ def configure(level=None):
         return None
     lvl = LEVELS.get(name)
     if lvl is None:
-        print(f"efir: EFIR_LOG={name!r} is not one of {', '.join(k for k in LEVELS if k != 'warning')}; ignored", file=sys.stderr)
+        logger.warning("efir: EFIR_LOG=%r is not one of %s; ignored", name, ", ".join(k for k in LEVELS if k != "warning"))
         return None
     if _HANDLER is None:
         _HANDLER = logging.StreamHandler(sys.stderr)
@@ -54,6 +63,37 @@ def configure(level=None):
     _HANDLER.setLevel(lvl)
     logger.setLevel(lvl)
     return lvl
+
+
+@contextlib.contextmanager
+def shown(enabled=True):
+    """Inside, the `efir` logger's INFO records are printed on stderr (as
+    `efir: INFO: message`), unless not `enabled` or they are already shown
+    or handled at INFO (EFIR_LOG=info/debug, or an application's logging
+    configuration): the handler of `configure` at a higher level is lowered
+    for the while, else one is added for the while."""
+    if not enabled or logger.isEnabledFor(logging.INFO):
+        yield
+        return
+    saved = (logger.level, logger.propagate)
+    if _HANDLER is not None:
+        handler, added, level = _HANDLER, False, _HANDLER.level
+    else:
+        handler, added, level = logging.StreamHandler(sys.stderr), True, None
+        handler.setFormatter(_Formatter("efir: %(levelname)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False  # printed once, not again by a root handler
+    handler.setLevel(logging.INFO)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        if added:
+            logger.removeHandler(handler)
+        else:
+            handler.setLevel(level)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
 
 
 def interactive():
@@ -88,7 +128,7 @@ class _NoBar:
         self.close()
 
 
-def bar(desc, total=None, unit="it", enabled=True):
+def bar(desc, total=None, unit="it", enabled=True, **tqdm_options):
     """A progress bar on stderr (tqdm), only when `enabled`, stderr is a
     terminal and tqdm is installed; else a stand-in that draws nothing.
     Use as a context manager or close it."""
@@ -98,4 +138,30 @@ def bar(desc, total=None, unit="it", enabled=True):
         from tqdm import tqdm
     except ImportError:
         return _NoBar()
-    return tqdm(desc=f"efir: {desc}", total=total, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True)
+    return tqdm(desc=f"efir: {desc}", total=total, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True, **tqdm_options)
+
+
+@contextlib.contextmanager
+def working(desc, enabled=True, every=0.25):
+    """While inside, a progress indicator for a step without counts (its
+    elapsed time, refreshed every `every` seconds by a thread: the native
+    stages release the GIL) on stderr, drawn as `bar` draws: only when
+    `enabled`, stderr is a terminal and tqdm is installed."""
+    b = bar(desc, unit="s", enabled=enabled, bar_format="{desc}: {elapsed}")
+    if isinstance(b, _NoBar):
+        yield b
+        return
+    stop = threading.Event()
+
+    def tick():
+        while not stop.wait(every):
+            b.refresh()
+
+    t = threading.Thread(target=tick, name="efir-progress", daemon=True)
+    t.start()
+    try:
+        yield b
+    finally:
+        stop.set()
+        t.join()
+        b.close()

@@ -158,10 +158,10 @@ def test_a_size_the_family_cannot_translate_is_compiled_per_shape(saturations, m
     assert torch.allclose(cm(x), m(x), atol=1e-5)
     real = F.Family.module
 
-    def module(self, sizes):
+    def module(self, sizes, **kw):
         if tuple(sizes) == (8, 5):
             raise C.CompileError("efir-translate failed: error[E0801]: (a size that cannot be lowered)")
-        return real(self, sizes)
+        return real(self, sizes, **kw)
 
     monkeypatch.setattr(F.Family, "module", module)
     with warnings.catch_warnings(record=True) as w:

@@ -66,7 +66,7 @@ def test_progress_output_and_quiet(capsys, tmp_path):
     x = torch.randn(2, 32).half()
     efir.compile(m, (x,), workdir=tmp_path / "a")
     err = capsys.readouterr().err
-    assert "efir: saturate + compact done in" in err and "efir: lower to Triton" in err
+    assert "efir: INFO: saturate + compact done in" in err and "efir: INFO: lower to Triton done in" in err
     efir.compile(m, (x,), quiet=True, workdir=tmp_path / "b")
     assert capsys.readouterr().err == ""
 

@@ -51,11 +51,15 @@ def test_efir_log_levels(fresh, monkeypatch, capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_unset_or_unknown_efir_log(fresh, monkeypatch, capsys):
+def test_unset_or_unknown_efir_log(fresh, monkeypatch, caplog):
     assert log.configure() is None and fresh.handlers == []
     monkeypatch.setenv("EFIR_LOG", "loud")
-    assert log.configure() is None and fresh.handlers == []
-    assert "EFIR_LOG='loud' is not one of debug, info, warn, error; ignored" in capsys.readouterr().err
+    with caplog.at_level(logging.WARNING, logger="efir"):
+        assert log.configure() is None and fresh.handlers == []
+    # a WARNING record of the efir logger (printed by logging's last resort
+    # where nothing is configured)
+    said = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert (logging.WARNING, "efir: EFIR_LOG='loud' is not one of debug, info, warn, error; ignored") in said, said
 
 
 def test_bars_only_on_a_terminal(monkeypatch):
@@ -77,3 +81,45 @@ def test_verbose_flag_configures_info(fresh, capsys):
 
     main(["-v", "report", str(ROOT / "bench" / "results" / "2026-12-01-s21-h200-b8.json")])
     assert fresh.level == logging.INFO and len(fresh.handlers) == 1
+
+
+def test_shown_prints_info_for_the_while(fresh, capsys):
+    lg = logging.getLogger("efir")
+    lg.info("hidden before")
+    with log.shown():
+        lg.info("efir: a stage done in 1.00 s")
+        lg.debug("still hidden")
+    lg.info("hidden after")
+    assert capsys.readouterr().err == "efir: INFO: a stage done in 1.00 s\n"
+    assert fresh.handlers == [] and fresh.level == logging.NOTSET and fresh.propagate
+    with log.shown(enabled=False):
+        lg.info("not asked for")
+    assert capsys.readouterr().err == ""
+    # EFIR_LOG=warn: its handler lowered for the while (nothing printed twice)
+    log.configure("warn")
+    with log.shown():
+        lg.info("once")
+        lg.warning("a warning, once")
+    lg.info("hidden again")
+    assert capsys.readouterr().err == "efir: INFO: once\nefir: WARNING: a warning, once\n"
+    assert len(fresh.handlers) == 1 and fresh.level == logging.WARNING and fresh.handlers[0].level == logging.WARNING
+    # EFIR_LOG=debug: shown already, nothing changes
+    log.configure("debug")
+    with log.shown():
+        assert fresh.level == logging.DEBUG
+
+
+def test_working_draws_only_on_a_terminal(monkeypatch):
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    with log.working("saturate + compact") as b:
+        pass
+    assert sys.stderr.getvalue() == "" and isinstance(b, log._NoBar)
+    pytest.importorskip("tqdm")
+    monkeypatch.setattr(log, "interactive", lambda: True)
+    import time
+
+    with log.working("saturate + compact", every=0.01):
+        time.sleep(0.1)
+    drawn = sys.stderr.getvalue()
+    assert "efir: saturate + compact: 00:00" in drawn and drawn.count("\r") >= 3, repr(drawn)
+    assert not [t for t in __import__("threading").enumerate() if t.name == "efir-progress"]

@@ -1,0 +1,139 @@
+"""Partial compilation for the torch.compile backend: where the importer
+refuses an op, the graph is cut into connected groups of supported ops
+(torch.fx's CapabilityBasedPartitioner), each group that does real work is
+compiled by `efir.compile`, and the rest runs in PyTorch."""
+
+import logging
+import operator
+
+import torch
+
+from .importer import ImportError_
+from .program import Args, export
+from .stages import CompileError
+
+log = logging.getLogger("efir")
+
+
+# Ops that move or relabel data (and casts): a partition of these alone, or
+# of one other cheap op, is left to PyTorch.
+_VIEWS = {
+    "view.default", "reshape.default", "_unsafe_view.default", "unsqueeze.default", "squeeze.dim", "squeeze.dims",
+    "squeeze.default", "permute.default", "transpose.int", "t.default", "expand.default", "slice.Tensor",
+    "select.int", "narrow.default", "alias.default", "detach.default", "clone.default", "contiguous.default",
+    "lift_fresh_copy.default", "_assert_tensor_metadata.default", "_to_copy.default", "to.dtype",
+    "to.dtype_layout", "numpy_T.default",
+}
+# Ops worth a partition on their own: contractions, normalizations,
+# softmax and reductions.
+_HEAVY = {
+    "mm.default", "bmm.default", "matmul.default", "linear.default", "addmm.default", "einsum.default",
+    "scaled_dot_product_attention.default", "_softmax.default", "softmax.int", "_log_softmax.default",
+    "log_softmax.int", "layer_norm.default", "rms_norm.default", "group_norm.default", "batch_norm.default",
+    "instance_norm.default", "_native_batch_norm_legit_no_training.default", "logsumexp.default",
+    "mean.dim", "mean.default", "sum.dim_IntList", "sum.default", "amax.default", "amin.default",
+}
+
+
+def _opname(node):
+    t = node.target
+    return t.__name__ if isinstance(t, torch._ops.OpOverload) else getattr(t, "__name__", str(t))
+
+
+def _worth(nodes):
+    """Whether efir should compile a partition: two ops that compute, or one
+    heavy one (a single pointwise op, or views alone, stay PyTorch)."""
+    names = [_opname(n) for n in nodes if n.op == "call_function" and n.target is not operator.getitem]
+    work = [n for n in names if n not in _VIEWS]
+    return len(work) >= 2 or any(n in _HEAVY for n in work)
+
+
+class _Compiled(torch.nn.Module):
+    """A partition compiled by efir, in place of its submodule: returns a
+    tuple, as the submodule (fused with `always_return_tuple`) did."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        out = self.fn(*args)
+        return (out,) if isinstance(out, torch.Tensor) else tuple(out)
+
+
+def partial(gm, inputs, opts, compile_fn, reuse):
+    """Compile the parts of `gm` that efir supports: export it, cut its
+    graph into connected groups of supported ops (torch.fx's
+    CapabilityBasedPartitioner asks `importer.unsupported` of each op),
+    compile each group that does real work with `compile`, and run the rest
+    with PyTorch. Returns (callable, the warning's text), or (None, None)
+    where no part was compiled."""
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import OperatorSupportBase
+    from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
+
+    from .importer import unsupported
+
+    ep = export(gm, inputs)
+    kinds = {s.kind for s in ep.graph_signature.output_specs}
+    if kinds != {torch.export.graph_signature.OutputKind.USER_OUTPUT}:
+        return None, None  # mutations of inputs or buffers: not partitioned
+    lifted = ep.graph_module
+    reasons = {}
+    order = {n: i for i, n in enumerate(lifted.graph.nodes)}
+
+    class _Support(OperatorSupportBase):
+        def is_node_supported(self, submodules, node):
+            if node.op != "call_function":
+                return False
+            why = unsupported(node)
+            if why is not None:
+                reasons[node] = why
+            return why is None
+
+    parts = CapabilityBasedPartitioner(lifted, _Support(), allows_single_node_partition=True).propose_partitions()
+    parts = [p for p in parts if _worth(p.nodes)]
+    if not parts or not reasons:
+        return None, None
+    fused = fuse_by_partitions(lifted, [dict.fromkeys(p.nodes) for p in parts], prefix="efir_", always_return_tuple=True)
+    # Each partition's example inputs: the graph run eagerly on the backend's.
+    seen = {}
+
+    class _Record(torch.fx.Interpreter):
+        def call_module(self, target, args, kwargs):
+            seen.setdefault(target, args)
+            return super().call_module(target, args, kwargs)
+
+    args = Args(ep)
+    with torch.no_grad():
+        _Record(fused).run(*args(inputs))
+    done, failed = 0, []
+    for name in sorted(seen):
+        try:
+            fn = compile_fn(getattr(fused, name), seen[name], quiet=True, reuse=reuse, **opts)
+        except (ImportError_, CompileError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            failed.append(first)
+            log.debug("efir: partition %s left to PyTorch: %s", name, e)
+            continue
+        setattr(fused, name, _Compiled(fn))
+        done += 1
+    if not done:
+        return None, None
+    fused.recompile()
+
+    def call(*user):
+        return tuple(fused(*args(user)))
+
+    call.partitions = done
+    bad = sorted(reasons, key=order.get)
+    why = reasons[bad[0]]
+    if len(bad) > 1:
+        others = sorted({_opname(n) for n in bad[1:]})
+        why += f" (and {len(bad) - 1} more unsupported op(s): {', '.join(others)})"
+    why += f"; efir compiled the rest ({done} part(s))"
+    if failed:
+        why += f"; {len(failed)} other part(s) failed to compile and run eagerly too: {failed[0]}"
+    return call, why
+
+
