@@ -193,6 +193,9 @@ LOOPS = [
     ("lit-tests/TTIR/batched.efir", "attn"),
     ("lit-tests/TTIR/tile-counts.efir", "tgrid"),
     ("lit-tests/TTIR/tile-counts.efir", "tloop"),
+    ("lit-tests/TTIR/int-reduce.efir", "isum"),
+    ("lit-tests/TTIR/int-reduce.efir", "imax"),
+    ("lit-tests/TTIR/int-reduce.efir", "ploop"),
 ]
 
 

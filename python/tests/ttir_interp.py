@@ -120,7 +120,8 @@ class Kernel:
                 continue
             if kind == "reduce":
                 m = re.match(r'(%\S+) = "tt.reduce"\((%\S+)\).*axis = (\d+) : i32', line)
-                f = {"arith.addf": np.sum, "arith.maxnumf": np.max, "arith.minnumf": np.min}[extra]
+                f = {"arith.addf": np.sum, "arith.maxnumf": np.max, "arith.minnumf": np.min,
+                     "arith.addi": np.sum, "arith.maxsi": np.max, "arith.minsi": np.min}[extra]
                 x = env[m.group(2)]
                 env[m.group(1)] = f(x, axis=int(m.group(3))).astype(x.dtype)
                 continue

@@ -5,9 +5,10 @@ use super::*;
 
 impl<'c, 'm> Em<'c, 'm, '_, '_> {
     /// `par.reduce`: an `scf.for` over the tiles of its axis, carrying one
-    /// f32 accumulator per state field (started at the reducer's
-    /// identity); each iteration computes the tile's states with the axis
-    /// bound to the loop's tile and merges them into the accumulators.
+    /// accumulator per state field (f32, or an integer reduction's type;
+    /// started at the reducer's identity); each iteration computes the
+    /// tile's states with the axis bound to the loop's tile and merges them
+    /// into the accumulators.
     pub(super) fn par_reduce(&mut self, v: ValueId, lay: &Layout) -> R<Val<'c, 'm>> {
         let f = self.p.func;
         let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
@@ -69,6 +70,18 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         // Accumulators single elements along the dims where their states
         // are (see [`units`]).
         let units = self.acc_units(&r, x).filter(|u| u.len() == leaves.len());
+        // The accumulators' types: f32, or an integer leaf reduction's own.
+        let mut acc_dts = Vec::new();
+        for (_, dt) in &leaves {
+            let st = state_dtype(*dt)
+                .ok_or("a reduction of i1 values (not covered by the TTIR path)")?;
+            if st != DType::F32 && !matches!(&r, Attr::Term(_, a) if a.is_empty()) {
+                return Err(format!(
+                    "an integer reduction by `{r}` (not covered by the TTIR path; sum, max and min are)"
+                ));
+            }
+            acc_dts.push(st);
+        }
         for (i, ((er, _), id)) in leaves.iter().zip(&idents).enumerate() {
             let (mut dims, _) = self.dims(er, lay)?;
             if let Some(u) = units
@@ -83,8 +96,15 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 }
             }
             let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
-            inits.push(self.splat_const(outer, *id, &shape, DType::F32)?);
-            acc_tys.push(self.ty(&ty_text(&shape, "f32"))?);
+            let st = acc_dts[i];
+            let id = match &r {
+                Attr::Term(n, _) if st != DType::F32 => {
+                    leaf_reducer_on(n, st).ok_or("malformed reducer")?.1
+                }
+                _ => *id,
+            };
+            inits.push(self.splat_const(outer, id, &shape, st)?);
+            acc_tys.push(self.ty(&ty_text(&shape, dtype_name(st)))?);
             acc_dims.push(dims);
         }
         let nt = tiles(self.p, &axis)?;
@@ -130,7 +150,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             accs.push(Blk {
                 v: body.argument(i + 1).map_err(|e| e.to_string())?.into(),
                 dims: dims.clone(),
-                dt: DType::F32,
+                dt: acc_dts[i],
                 depth: inner,
             });
         }
@@ -167,7 +187,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             states.push(Blk {
                 v: fref.result(i).map_err(|e| e.to_string())?.into(),
                 dims,
-                dt: DType::F32,
+                dt: acc_dts[i],
                 depth: outer,
             });
         }
@@ -206,7 +226,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     a.shape()
                 ));
             }
-            let mut t = self.cast(b, DType::F32)?;
+            let mut t = self.cast(b, a.dt)?;
             t.depth = inner;
             ts.push(t);
         }
@@ -227,7 +247,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     a.shape()
                 ));
             }
-            out.push(self.bcast(inner, m.v, &m.shape(), &a.shape(), "f32")?);
+            out.push(self.bcast(inner, m.v, &m.shape(), &a.shape(), dtype_name(a.dt))?);
         }
         Ok(out)
     }

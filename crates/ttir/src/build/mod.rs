@@ -32,7 +32,8 @@ use melior::ir::{
 use melior::utility::register_all_dialects;
 use melior::Context;
 use shapes::{
-    bits, dtype_name, is_float, leaf_reducer, leaf_shapes, lit, static_shape, tiles, ty_text,
+    bits, dtype_name, is_float, leaf_reducer_on, leaf_shapes, lit, state_dtype, static_shape,
+    tiles, ty_text,
 };
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};

@@ -129,7 +129,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 }
             }
             let to: Vec<u64> = dims.iter().map(|d| d.size).collect();
-            let v = self.bcast(depth, s.v, &s.shape(), &to, "f32")?;
+            let v = self.bcast(depth, s.v, &s.shape(), &to, dtype_name(s.dt))?;
             let b = Blk {
                 v,
                 dims,
@@ -157,13 +157,12 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         };
         match name.as_str() {
             "red.sum" | "red.max" | "red.min" if args.is_empty() => {
-                let (combine, ident) = leaf_reducer(name).ok_or("malformed reducer")?;
                 let x = xs.first().ok_or("a reduction of nothing")?;
-                if !is_float(x.dt) {
-                    return Err("an integer reduction (not covered by the TTIR path)".into());
-                }
-                let x = self.cast(x, DType::F32)?;
-                if name == "red.sum" {
+                let st = state_dtype(x.dt)
+                    .ok_or("a reduction of i1 values (not covered by the TTIR path)")?;
+                let (combine, ident) = leaf_reducer_on(name, st).ok_or("malformed reducer")?;
+                let x = self.cast(x, st)?;
+                if name == "red.sum" && st == DType::F32 {
                     if let Some(s) = self.dot_sum(&x, d)? {
                         return Ok(vec![s]);
                     }
@@ -175,7 +174,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 Ok(vec![Blk {
                     v: s,
                     dims,
-                    dt: DType::F32,
+                    dt: st,
                     depth: x.depth,
                 }])
             }
@@ -203,6 +202,11 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     .map(|b| b.depth)
                     .max()
                     .unwrap_or(0);
+                if xs.iter().chain(&s).any(|b| !is_float(b.dt)) {
+                    return Err(
+                        "a repaired reduction of integers (not covered by the TTIR path)".into(),
+                    );
+                }
                 let mut fargs = Vec::new();
                 for b in xs {
                     if b.dims.len() != x0.dims.len() || b.dims[d].size != x0.dims[d].size {
@@ -384,7 +388,8 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         Ok(out)
     }
 
-    /// Merge reducer states `a` and `b` (f32 blocks of one shape) at `depth`.
+    /// Merge reducer states `a` and `b` (blocks of one shape, f32 or an
+    /// integer reduction's type) at `depth`.
     pub(super) fn combine(
         &mut self,
         r: &Attr,
@@ -397,19 +402,20 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         };
         match name.as_str() {
             "red.sum" | "red.max" | "red.min" if args.is_empty() => {
-                let (op, _) = leaf_reducer(name).ok_or("malformed reducer")?;
                 let (x, y) = (
                     a.first().ok_or("no state")?,
                     b.first().ok_or("no state")?,
                 );
+                let (op, _) = leaf_reducer_on(name, x.dt).ok_or("malformed reducer")?;
                 // States of one shape, or one unit where the other is whole.
                 let xy = self.broadcast_all(vec![x.clone(), y.clone()], depth)?;
                 let (x, y) = (&xy[0], &xy[1]);
-                let v = self.val(depth, op, &[x.v, y.v], &ty_text(&x.shape(), "f32"), &[])?;
+                let elt = dtype_name(x.dt);
+                let v = self.val(depth, op, &[x.v, y.v], &ty_text(&x.shape(), elt), &[])?;
                 Ok(vec![Blk {
                     v,
                     dims: x.dims.clone(),
-                    dt: DType::F32,
+                    dt: x.dt,
                     depth,
                 }])
             }

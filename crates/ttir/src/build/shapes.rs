@@ -79,13 +79,35 @@ pub(super) fn static_shape(p: &Plan<'_>, t: &EType) -> Result<(Vec<u64>, DType),
         .ok_or_else(|| "a value without a tensor".into())
 }
 
-/// The combining op and identity of a leaf reducer (`red.sum`, ...).
-pub(super) fn leaf_reducer(name: &str) -> Option<(&'static str, f64)> {
-    match name {
-        "red.sum" => Some(("arith.addf", 0.0)),
-        "red.max" => Some(("arith.maxnumf", f64::NEG_INFINITY)),
-        "red.min" => Some(("arith.minnumf", f64::INFINITY)),
+/// The combining op and identity of a leaf reducer on states of `dt`: f32
+/// (float inputs accumulate in f32), or the integer type itself (an integer
+/// reduction stays exact, with two's-complement wrap-around like the
+/// interpreter's).
+pub(super) fn leaf_reducer_on(name: &str, dt: DType) -> Option<(&'static str, f64)> {
+    let (lo, hi) = match dt {
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        DType::I64 => (i64::MIN as f64, i64::MAX as f64),
+        _ => (f64::NEG_INFINITY, f64::INFINITY),
+    };
+    let int = matches!(dt, DType::I32 | DType::I64);
+    match (name, int) {
+        ("red.sum", false) => Some(("arith.addf", 0.0)),
+        ("red.max", false) => Some(("arith.maxnumf", lo)),
+        ("red.min", false) => Some(("arith.minnumf", hi)),
+        ("red.sum", true) => Some(("arith.addi", 0.0)),
+        ("red.max", true) => Some(("arith.maxsi", lo)),
+        ("red.min", true) => Some(("arith.minsi", hi)),
         _ => None,
+    }
+}
+
+/// The type a reduction of `dt` values keeps its states in: f32 for
+/// floats, the type itself for i32 and i64 (`None` for i1).
+pub(super) fn state_dtype(dt: DType) -> Option<DType> {
+    match dt {
+        DType::I32 | DType::I64 => Some(dt),
+        DType::I1 => None,
+        _ => Some(DType::F32),
     }
 }
 
