@@ -12,7 +12,9 @@ error; `--time` times both (triton.testing.do_bench). Needs a GPU.
 
 `load(manifest)` gives a `TtirProgram` whose `run(*inputs)` is the host
 function: it allocates the intermediate and result buffers and launches the
-kernels in order, as the Python build's `run()` does.
+kernels in order, as the Python build's `run()` does. A tuple input or
+result is one tensor per field, in order (the manifest numbers inputs and
+results by leaf), as the Python build returns a tuple result's fields.
 """
 
 import json

@@ -46,20 +46,19 @@ pub(super) fn kernel(
     let mut bufs: Vec<(ValueId, usize)> = Vec::new();
     let mut args = Vec::new();
     let mut arg_tys = Vec::new();
+    // Program inputs and results are numbered by leaf: a tuple input or
+    // result is one buffer per field, in order (as the Python build returns
+    // a tuple result's fields).
+    let flat = |list: &[ValueId], v: ValueId, leaf: usize| -> Option<usize> {
+        let pos = list.iter().position(|x| *x == v)?;
+        let before: usize = list[..pos].iter().map(|x| f.ty(*x).leaves().len()).sum();
+        Some(before + leaf)
+    };
     for v in kernel_buffers(p, k) {
         let leaves = leaf_shapes(p, f.ty(v))?;
         let tuple = f.ty(v).as_tensor().is_none();
-        let (input, output) = (
-            f.params.iter().position(|x| *x == v),
-            f.returns.iter().position(|x| *x == v),
-        );
-        if tuple && (input.is_some() || output.is_some()) {
-            return Err(format!(
-                "`%{}`, a tuple program input or result (not covered by the TTIR path)",
-                f.value(v).name
-            ));
-        }
         for (leaf, (shape, dt)) in leaves.into_iter().enumerate() {
+            let (input, output) = (flat(&f.params, v, leaf), flat(&f.returns, v, leaf));
             let i = *index.entry((v, leaf)).or_insert_with(|| {
                 let name = f.value(v).name.clone();
                 buffers.push(Buffer {

@@ -47,9 +47,11 @@ pub struct Buffer {
     pub shape: Vec<u64>,
     /// Its element type (efir spelling: `f16`, `f32`, ...).
     pub dtype: String,
-    /// The program input it is (index into the parameters), if any.
+    /// The program input it is, if any: an index into the parameters'
+    /// leaves (a tuple parameter is one input per field, in order).
     pub input: Option<usize>,
-    /// The program result it is (index into the results), if any.
+    /// The program result it is, if any: an index into the results'
+    /// leaves (a tuple result is one result per field, in order).
     pub output: Option<usize>,
 }
 
