@@ -16,6 +16,8 @@ key/value heads, intermediate 128, seq 8) with random weights.
 
 import os
 import pathlib
+import re
+import subprocess
 import sys
 import warnings
 
@@ -35,7 +37,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "python" / "tests"))
 import efir  # noqa: E402
-from test_import_ops import check  # noqa: E402
+from test_import_ops import BIN, check  # noqa: E402
 
 C = sys.modules["efir.compile"]
 SEQ, WINDOW = 8, 4
@@ -169,3 +171,27 @@ def test_layer_runs_under_efir_run(kind, dtype, tmp_path):
     # The mask makes transformers repeat K/V (repeat_kv) before SDPA; the
     # importer keeps the repetition a view.
     assert "tensor.broadcast" not in text, text
+
+
+@pytest.mark.parametrize("name", ["Layers/head-split-rope.efir", "Layers/Inputs/slice-through-reshape.efir"])
+def test_compaction_kernel_count_is_the_planners(name, tmp_path):
+    """Compaction's `kernels` attribute on each candidate is the kernel count
+    `efir-translate --print-plan` reports for it: it counts the stores that
+    slices, concatenations and splitting/merging reshapes force, and none
+    where the planner reads through a view (before, 0 of 64 candidates of
+    head-split-rope agreed: the attribute counted the rotary embedding's
+    sliced projections as stored). The attribute counts the plan without
+    fused row statistics (`efir_triton::base_plan`, checked on every small
+    workload by crates/registry/tests/compact.rs); where `--print-plan`
+    chooses the variant that recomputes a row statistic in its readers, it
+    reports fewer (one of 16 candidates of Layers/Inputs/gqa-split.efir),
+    which is why these two inputs, which have no such variant, are the ones
+    checked."""
+    cands = tmp_path / "c.efir"
+    subprocess.run([str(BIN / "efir-opt"), "--saturate", "--compact=max-candidates=16", str(ROOT / "lit-tests" / name), "-o", str(cands)], check=True, capture_output=True)
+    attr = {m[1]: int(m[2]) for m in re.finditer(r"^func @(\S+?)\(.*attributes \{kernels = (\d+)", cands.read_text(), re.M)}
+    r = subprocess.run([str(BIN / "efir-translate"), "--to-triton", "--print-plan", str(cands), "--output-dir", str(tmp_path / "k")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    plan = {m[1]: int(m[2]) for m in re.finditer(r"^@(\S+): (\d+) kernel\(s\)", r.stderr, re.M)}
+    assert attr and set(attr) == set(plan), (attr, plan)
+    assert attr == plan

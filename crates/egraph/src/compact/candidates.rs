@@ -1,12 +1,10 @@
 //! The candidates as functions (IR built directly, with kernel count and
 //! materialized bytes), and the module they are put together in.
 
-use super::kinds::{pointwise, stateless};
-use crate::analysis::EGraph;
-use crate::convert::{node_operands, to_func, Graph};
+use crate::convert::{to_func, Graph};
 use efir_diagnostics::{codes, Diag, Span};
 use efir_ir::pass::{PassContext, PassFailed};
-use efir_ir::{Attr, Func, Module};
+use efir_ir::{Attr, Dim, Func, Module, ValueId};
 use egg::{Id, SymbolLang};
 use std::collections::{HashMap, HashSet};
 
@@ -59,7 +57,7 @@ pub fn candidate_func(
 ) -> Result<Func, String> {
     let name = format!("{}.c{i}", g.name);
     let mut f = to_func(g, &name, span, &|c| chosen[&g.egraph.find(c)].clone())?;
-    let (kernels, bytes) = summary(&g.egraph, chosen, &g.roots);
+    let (kernels, bytes) = summary(&f);
     let count = |n: u64| Attr::Int(i64::try_from(n).unwrap_or(i64::MAX));
     f.attrs.insert("kernels".into(), count(kernels as u64));
     f.attrs
@@ -105,125 +103,183 @@ pub fn candidate_module(
     Ok(m)
 }
 
-/// Kernel count and materialized bytes of a candidate, as the lowering
-/// plans it (`efir_triton::plan`): every value that lives in global memory,
-/// other than a parameter, is written by one kernel. Those are the results,
-/// `par.collect` buffers, values without parallel state made by a matmul, a
-/// reduction or a combine, and pointwise values without parallel state that
-/// a slice or concatenation reads (pointwise values are otherwise
-/// recomputed by their readers). Bytes count the buffers that are not
-/// results.
-pub fn summary(eg: &EGraph, chosen: &HashMap<Id, SymbolLang>, roots: &[Id]) -> (usize, f64) {
-    let roots: HashSet<Id> = roots.iter().map(|r| eg.find(*r)).collect();
-    let mut sliced: HashSet<Id> = HashSet::new();
-    for n in chosen.values() {
-        if matches!(n.op.as_str(), "tensor.slice" | "tensor.concat") {
-            sliced.extend(node_operands(eg, n).iter().map(|c| eg.find(*c)));
+/// Kernel count and materialized bytes of a candidate function `f`, as the
+/// lowering's base plan cuts it (`efir_triton::base_plan`, the plan without
+/// fused row statistics; this mirrors its buffer rules): every value that
+/// lives in global memory, other than a parameter, is written by one
+/// kernel. Those are
+/// - the results, `par.collect` buffers, and values without parallel state
+///   made by a matmul, a reduction or a combine;
+/// - less a reduction or matmul whose every use, down to exactly one of
+///   those buffers, is a pointwise op of its own shape (an epilogue computed
+///   by that buffer's kernel);
+/// - plus what a slice, a concatenation or a reshape that splits or merges
+///   dims reads from memory: its operand, reached through parallel views
+///   (and, for a slice or concatenation, through slices, and transposes and
+///   reshapes of static extents, whose index arithmetic the lowering
+///   composes; for a reshape, through transposes and reshapes), stored
+///   where that chain ends at a value computed by an op.
+///
+/// Bytes count the buffers that are not results.
+pub fn summary(f: &Func) -> (usize, f64) {
+    let n = f.values.len();
+    let mut def = vec![None; n];
+    for (i, op) in f.ops.iter().enumerate() {
+        def[op.result.index()] = Some(i);
+    }
+    let stateless = |v: ValueId| f.ty(v).leaves().iter().all(|l| l.state.is_empty());
+    let mut buffer = vec![false; n];
+    for p in &f.params {
+        buffer[p.index()] = true;
+    }
+    for r in &f.returns {
+        buffer[r.index()] = true;
+    }
+    for op in &f.ops {
+        let name = op.name.as_str();
+        if name == "par.collect"
+            || (stateless(op.result)
+                && matches!(
+                    name,
+                    "par.combine"
+                        | "par.reduce"
+                        | "tensor.reduce"
+                        | "tile.matmul"
+                        | "tensor.matmul"
+                ))
+        {
+            buffer[op.result.index()] = true;
+        }
+    }
+    epilogues(f, &def, &mut buffer);
+    for op in &f.ops {
+        let reads_memory = match op.name.as_str() {
+            "tensor.slice" | "tensor.concat" => true,
+            "tensor.reshape" => splits_or_merges(f, op.operands[0], op.result),
+            _ => false,
+        };
+        if !reads_memory {
+            continue;
+        }
+        for o in &op.operands {
+            let mut v = *o;
+            while let Some(i) = def[v.index()] {
+                if buffer[v.index()] {
+                    break;
+                }
+                let d = &f.ops[i];
+                let view = match d.name.as_str() {
+                    "par.partition" | "par.replicate" | "par.combine" => true,
+                    "tensor.slice" => op.name != "tensor.reshape",
+                    "tensor.reshape" | "tensor.transpose" => {
+                        op.name == "tensor.reshape"
+                            || (all_static(f, v) && all_static(f, d.operands[0]))
+                    }
+                    _ => false,
+                };
+                if !view {
+                    buffer[v.index()] = true;
+                    break;
+                }
+                v = d.operands[0];
+            }
         }
     }
     let mut kernels = 0;
     let mut bytes = 0.0;
-    let made = |c: Id, op: &str| {
-        roots.contains(&c)
-            || op == "par.collect"
-            || (stateless(eg[c].data.ty())
-                && matches!(
-                    op,
-                    "tile.matmul"
-                        | "tensor.matmul"
-                        | "tensor.reduce"
-                        | "par.reduce"
-                        | "par.combine"
-                ))
-    };
-    let mut stored: HashSet<Id> = chosen
-        .iter()
-        .filter(|(c, n)| made(eg.find(**c), n.op.as_str()))
-        .map(|(c, _)| eg.find(*c))
-        .collect();
-    // Epilogues fused into their one consumer kernel (as the lowering's
-    // `epilogues` does).
-    let mut users: HashMap<Id, Vec<Id>> = HashMap::new();
-    for (c, n) in chosen {
-        for o in node_operands(eg, n) {
-            users.entry(eg.find(*o)).or_default().push(eg.find(*c));
+    for op in &f.ops {
+        let v = op.result;
+        if !buffer[v.index()] {
+            continue;
+        }
+        kernels += 1;
+        if !f.returns.contains(&v) {
+            bytes += crate::extract::bytes(f.ty(v));
         }
     }
-    let shape_of = |c: Id| -> Option<Vec<efir_ir::Dim>> {
-        let t = eg[c].data.ty()?;
-        let ls = t.leaves();
+    (kernels, bytes)
+}
+
+/// The lowering's epilogue fusion (without fused row statistics): a
+/// reduction or matmul without parallel state whose every use, down to
+/// exactly one buffer, is a pointwise op or a tuple field of its own shape
+/// is computed by that buffer's kernel, not stored.
+fn epilogues(f: &Func, def: &[Option<usize>], buffer: &mut [bool]) {
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); f.values.len()];
+    for (i, op) in f.ops.iter().enumerate() {
+        for o in &op.operands {
+            users[o.index()].push(i);
+        }
+    }
+    let shape_of = |v: ValueId| -> Option<Vec<Dim>> {
+        let ls = f.ty(v).leaves();
         let s = ls.first()?.shape.clone();
         ls.iter()
             .all(|l| l.shape == s && l.state.is_empty())
             .then_some(s)
     };
-    let node_of = |c: Id| {
-        chosen.get(&c).or_else(|| {
-            chosen
-                .iter()
-                .find(|(k, _)| eg.find(**k) == c)
-                .map(|(_, n)| n)
-        })
-    };
-    let mut fused: Vec<Id> = Vec::new();
-    for &v in &stored {
-        let Some(n) = node_of(v) else { continue };
-        if roots.contains(&v)
+    for op in &f.ops {
+        let v = op.result;
+        if !buffer[v.index()]
+            || f.returns.contains(&v)
             || !matches!(
-                n.op.as_str(),
+                op.name.as_str(),
                 "par.reduce" | "tensor.reduce" | "tile.matmul" | "tensor.matmul"
             )
         {
             continue;
         }
         let Some(shape) = shape_of(v) else { continue };
-        let mut targets: HashSet<Id> = HashSet::new();
-        let mut seen: HashSet<Id> = HashSet::new();
+        let mut targets: HashSet<ValueId> = HashSet::new();
+        let mut seen: HashSet<ValueId> = HashSet::new();
         let mut stack = vec![v];
         let mut ok = true;
         'walk: while let Some(x) = stack.pop() {
             if !seen.insert(x) {
                 continue;
             }
-            for &u in users.get(&x).map(Vec::as_slice).unwrap_or(&[]) {
-                let Some(un) = node_of(u) else { continue };
-                let op = un.op.as_str();
-                if !(op.starts_with("ew.") || op == "tensor.get")
-                    || shape_of(u).as_ref() != Some(&shape)
-                {
+            for &u in &users[x.index()] {
+                let uop = &f.ops[u];
+                let y = uop.result;
+                let pointwise = uop.name.starts_with("ew.") || uop.name == "tensor.get";
+                if !pointwise || shape_of(y).as_ref() != Some(&shape) {
                     ok = false;
                     break 'walk;
                 }
-                if stored.contains(&u) {
-                    targets.insert(u);
+                if buffer[y.index()] {
+                    targets.insert(y);
                 } else {
-                    stack.push(u);
+                    stack.push(y);
                 }
             }
         }
-        if ok && targets.len() == 1 {
-            fused.push(v);
+        if ok && targets.len() == 1 && def[v.index()].is_some() {
+            buffer[v.index()] = false;
         }
     }
-    for v in fused {
-        stored.remove(&v);
-    }
-    for (c, n) in chosen {
-        let c = eg.find(*c);
-        let op = n.op.as_str();
-        if op.starts_with("arg") || matches!(op, "tensor.full" | "tensor.iota") {
-            continue;
-        }
-        let buffer = stored.contains(&c) || (pointwise(op) && sliced.contains(&c));
-        if !buffer {
-            continue;
-        }
-        kernels += 1;
-        if !roots.contains(&c) {
-            if let Some(t) = eg[c].data.ty() {
-                bytes += crate::extract::bytes(t);
-            }
-        }
-    }
-    (kernels, bytes)
+}
+
+/// Whether every dim of `v` (a tensor) is static.
+fn all_static(f: &Func, v: ValueId) -> bool {
+    f.ty(v)
+        .as_tensor()
+        .is_some_and(|t| t.shape.iter().all(|d| matches!(d, Dim::Static(_))))
+}
+
+/// Whether reshaping `a` to `r` splits or merges dims (beyond adding or
+/// dropping dims of extent 1).
+fn splits_or_merges(f: &Func, a: ValueId, r: ValueId) -> bool {
+    let non_unit = |v: ValueId| -> Vec<Dim> {
+        f.ty(v)
+            .as_tensor()
+            .map(|t| {
+                t.shape
+                    .iter()
+                    .filter(|d| **d != Dim::Static(1))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    non_unit(a) != non_unit(r)
 }
