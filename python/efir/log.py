@@ -21,6 +21,7 @@ The Python package writes its progress and debug output only through these
 """
 
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -30,6 +31,25 @@ LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
 
 logger = logging.getLogger("efir")
 _HANDLER = None
+
+
+class _Handler(logging.StreamHandler):
+    """A stderr handler that writes around a progress bar being drawn
+    (tqdm.write: the bar is cleared, the line written, the bar redrawn)."""
+
+    def emit(self, record):
+        if not _DRAWN:
+            return super().emit(record)
+        try:
+            from tqdm import tqdm
+
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:  # noqa: BLE001 (as logging.Handler.emit: reported, never raised)
+            self.handleError(record)
+
+
+# Progress bars drawn now (`bar`); log lines are written around them.
+_DRAWN = []
 
 
 class _Formatter(logging.Formatter):
@@ -56,7 +76,7 @@ def configure(level=None):
         logger.warning("efir: EFIR_LOG=%r is not one of %s; ignored", name, ", ".join(k for k in LEVELS if k != "warning"))
         return None
     if _HANDLER is None:
-        _HANDLER = logging.StreamHandler(sys.stderr)
+        _HANDLER = _Handler(sys.stderr)
         _HANDLER.setFormatter(_Formatter("efir: %(levelname)s: %(message)s"))
         logger.addHandler(_HANDLER)
         logger.propagate = False  # printed once, not again by a root handler
@@ -79,7 +99,7 @@ def shown(enabled=True):
     if _HANDLER is not None:
         handler, added, level = _HANDLER, False, _HANDLER.level
     else:
-        handler, added, level = logging.StreamHandler(sys.stderr), True, None
+        handler, added, level = _Handler(sys.stderr), True, None
         handler.setFormatter(_Formatter("efir: %(levelname)s: %(message)s"))
         logger.addHandler(handler)
         logger.propagate = False  # printed once, not again by a root handler
@@ -128,6 +148,27 @@ class _NoBar:
         self.close()
 
 
+@functools.cache
+def _bar_class():
+    """tqdm's bar, registered in _DRAWN while drawn (made on first use:
+    tqdm is optional)."""
+    from tqdm import tqdm
+
+    class Bar(tqdm):
+        """A tqdm bar that the log handler writes around while it is drawn."""
+
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            _DRAWN.append(self)
+
+        def close(self):
+            if self in _DRAWN:
+                _DRAWN.remove(self)
+            super().close()
+
+    return Bar
+
+
 def bar(desc, total=None, unit="it", enabled=True, **tqdm_options):
     """A progress bar on stderr (tqdm), only when `enabled`, stderr is a
     terminal and tqdm is installed; else a stand-in that draws nothing.
@@ -135,10 +176,10 @@ def bar(desc, total=None, unit="it", enabled=True, **tqdm_options):
     if not enabled or not interactive():
         return _NoBar()
     try:
-        from tqdm import tqdm
+        import tqdm  # noqa: F401
     except ImportError:
         return _NoBar()
-    return tqdm(desc=f"efir: {desc}", total=total, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True, **tqdm_options)
+    return _bar_class()(desc=f"efir: {desc}", total=total, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True, **tqdm_options)
 
 
 @contextlib.contextmanager

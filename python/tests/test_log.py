@@ -123,3 +123,19 @@ def test_working_draws_only_on_a_terminal(monkeypatch):
     drawn = sys.stderr.getvalue()
     assert "efir: saturate + compact: 00:00" in drawn and drawn.count("\r") >= 3, repr(drawn)
     assert not [t for t in __import__("threading").enumerate() if t.name == "efir-progress"]
+
+
+def test_log_lines_are_written_around_a_bar(fresh, monkeypatch):
+    pytest.importorskip("tqdm")
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    monkeypatch.setattr(log, "interactive", lambda: True)
+    with log.shown(), log.bar("check", total=2, unit="candidate") as b:
+        b.update(1)
+        logging.getLogger("efir").info("chose @p")
+        b.update(1)
+    out = sys.stderr.getvalue()
+    # the bar is cleared (a blank run ending in \r) before the line, which
+    # is a line of its own, and drawn again after it
+    before, after = out.split("efir: INFO: chose @p\n")
+    assert before.endswith("\r") and before.rstrip("\r").endswith(" "), repr(out)
+    assert after.startswith("\refir: check:") and "1/2" in after, repr(out)
