@@ -62,15 +62,20 @@ def check_outputs(mod, module, inputs, args, config, program):
 def verifier(reference, inputs, args, config=None):
     """`verify(mod, program)` for `choose`: runs a candidate's module on
     `args(inputs)` against `reference(*inputs)` (eager PyTorch, run once,
-    on first use)."""
+    on first use). A candidate whose kernels fail to compile or run (a
+    Triton error, resources past the device's) fails the check too."""
     expected = []
 
     def verify(mod, program):
         if not expected:
             with torch.no_grad():
                 expected.append(reference(*inputs))
-        with torch.no_grad():
-            got = mod.run(*args(inputs), config=config)
+        try:
+            with torch.no_grad():
+                got = mod.run(*args(inputs), config=config)
+        except Exception as e:  # noqa: BLE001 (generated code, Triton: many types; the reason is kept)
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise CompileError(f"candidate @{program} fails to run: {type(e).__name__}: {first}") from e
         compare(got, expected[0], program)
 
     return verify

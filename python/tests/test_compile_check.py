@@ -105,6 +105,17 @@ def test_a_wrong_but_finite_candidate_falls_too(inject):
     assert bad == "bad0" and "relative L2 error" in why
 
 
+def test_a_candidate_that_fails_to_run_falls_too(inject):
+    inject("(_ for _ in ()).throw(RuntimeError('out of resources: shared memory\\nmore'))")
+    torch.manual_seed(0)
+    m = Mlp().eval()
+    x = torch.randn(4, 16)
+    f = efir.compile(m, (x,), candidates=2, quiet=True)
+    (bad, why), = f.stats["rejected"]
+    assert bad == "bad0" and why == "candidate @bad0 fails to run: RuntimeError: out of resources: shared memory", why
+    assert torch.allclose(f(x), m(x), atol=1e-5)
+
+
 def test_when_no_candidate_agrees_the_compile_fails_naming_each(inject):
     inject(NAN, "out * 1.5", NAN, NAN)
     torch.manual_seed(0)
