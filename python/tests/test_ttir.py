@@ -237,6 +237,36 @@ def test_ttir_tuple_inputs(tmp_path, func):
 
 
 @pytest.mark.skipif(_translate() is None, reason="no efir-translate with the mlir feature (EFIR_TTIR_TRANSLATE)")
+@pytest.mark.parametrize("func", ["corner", "tcorner"])
+def test_ttir_wide_offsets(tmp_path, func):
+    # A buffer of 2^31 f16 elements (4 GiB, zeroed lazily by the OS: only
+    # the pages of its last rows are touched) read at offsets past 2^31,
+    # against numpy (efir-run would fill all of it).
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "python" / "tests"))
+    import ttir_interp
+
+    out = tmp_path / "ttir"
+    subprocess.run([_translate(), "--to-ttir", str(ROOT / "lit-tests/TTIR/wide.efir"), "--func", func,
+                    "--output-dir", str(out)], check=True)
+    m = json.loads((out / f"{func}.ttir.json").read_text())
+    x = np.zeros(1 << 31, dtype=np.float16)
+    x2 = x.reshape(65536, 32768)
+    x2[65520:, :32] = np.random.default_rng(7).standard_normal((16, 32)).astype(np.float16)
+    bufs = [x if b["input"] == 0 else np.zeros(int(np.prod(b["shape"])), dtype=np.float16) for b in m["buffers"]]
+    for k in m["kernels"]:
+        kern = ttir_interp.Kernel((out / k["file"]).read_text())
+        for pid in range(k["grid"]):
+            kern.run(bufs, k["args"], pid)
+    y = next(bufs[i] for i, b in enumerate(m["buffers"]) if b["output"] == 0).reshape(16, 16)
+    corner = x2[65520:, 8:24]
+    want = corner + corner if func == "corner" else -corner.T
+    assert np.abs(want).max() > 0
+    np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.skipif(_translate() is None, reason="no efir-translate with the mlir feature (EFIR_TTIR_TRANSLATE)")
 def test_ttir_numerics_catches_a_wrong_kernel(tmp_path):
     # The check is not vacuous: one product turned into a sum is caught.
     errs = _build_and_run(tmp_path, "examples/small/gated_mlp.efir", "gated_mlp",

@@ -278,16 +278,20 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             .get(&buf)
             .ok_or("a buffer that is not an argument")?;
         let mut elems: u128 = exts.iter().map(|e| *e as u128).product();
-        let pt = format!("!tt.ptr<{}>", dtype_name(dt));
-        if let Some((i, slices)) = lead {
+        if let Some((_, slices)) = lead {
             elems *= slices as u128;
-            let n: u64 = exts.iter().product();
-            let c = self.const_i32(depth, n as i64)?;
-            let off = self.val(depth, "arith.muli", &[i, c], "i32", &[])?;
-            base = self.val(depth, "tt.addptr", &[base, off], &pt, &[])?;
         }
-        if elems >= 1 << 31 {
-            return Err("a buffer of 2^31 elements or more (64-bit offsets are not covered by the TTIR path)".into());
+        // Offsets into a buffer of 2^31 elements or more are 64-bit (each
+        // dim's offsets widened before they are scaled by its stride), as
+        // the Python build's.
+        let (it, idt) = index_type(elems);
+        let pt = format!("!tt.ptr<{}>", dtype_name(dt));
+        if let Some((i, _)) = lead {
+            let n: u64 = exts.iter().product();
+            let i = self.widen(depth, i, &[], idt)?;
+            let c = self.splat_const(depth, n as f64, &[], idt)?;
+            let off = self.val(depth, "arith.muli", &[i, c], it, &[])?;
+            base = self.val(depth, "tt.addptr", &[base, off], &pt, &[])?;
         }
         let r = dims.len();
         let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
@@ -299,20 +303,51 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             let stride: u64 = exts[i + 1..].iter().product();
             let mut unit = vec![1; r];
             unit[i] = d.size;
-            let mut x = self.along(depth, d.offs, d.size, i, r, "i32")?;
+            let x = self.along(depth, d.offs, d.size, i, r, "i32")?;
+            let mut x = self.widen(depth, x, &unit, idt)?;
             if stride != 1 {
-                let s = self.splat_const(depth, stride as f64, &unit, DType::I32)?;
-                x = self.val(depth, "arith.muli", &[x, s], &ty_text(&unit, "i32"), &[])?;
+                let s = self.splat_const(depth, stride as f64, &unit, idt)?;
+                x = self.val(depth, "arith.muli", &[x, s], &ty_text(&unit, it), &[])?;
             }
-            let x = self.bcast(depth, x, &unit, &shape, "i32")?;
+            let x = self.bcast(depth, x, &unit, &shape, it)?;
             acc = Some(match acc {
                 None => x,
-                Some(a) => self.val(depth, "arith.addi", &[a, x], &ty_text(&shape, "i32"), &[])?,
+                Some(a) => self.val(depth, "arith.addi", &[a, x], &ty_text(&shape, it), &[])?,
             });
         }
         let acc = acc.ok_or("no dims")?;
         let tp = ty_text(&shape, &pt);
         let b = self.val(depth, "tt.splat", &[base], &tp, &[])?;
         self.val(depth, "tt.addptr", &[b, acc], &tp, &[])
+    }
+
+    /// `x` (i32, of `shape`) as `to` (i32: itself; i64: sign-extended).
+    pub(super) fn widen(
+        &self,
+        depth: usize,
+        x: Value<'c, 'm>,
+        shape: &[u64],
+        to: DType,
+    ) -> R<Value<'c, 'm>> {
+        if to == DType::I32 {
+            return Ok(x);
+        }
+        self.val(
+            depth,
+            "arith.extsi",
+            &[x],
+            &ty_text(shape, dtype_name(to)),
+            &[],
+        )
+    }
+}
+
+/// The type of offsets into a buffer of `elems` elements: i32, or i64 from
+/// 2^31 elements on.
+pub(super) fn index_type(elems: u128) -> (&'static str, DType) {
+    if elems >= 1 << 31 {
+        ("i64", DType::I64)
+    } else {
+        ("i32", DType::I32)
     }
 }

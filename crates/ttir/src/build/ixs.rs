@@ -7,6 +7,7 @@
 //! as the Python build's planner composes them (`crates/triton`'s
 //! `emit/slices.rs` and `emit/views.rs`).
 
+use super::blocks::index_type;
 use super::*;
 use efir_ir::Dim;
 
@@ -304,6 +305,54 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         }
     }
 
+    /// The i64 offsets (a block of `shape`) into a buffer of extents
+    /// `exts` (2^31 elements or more) at the indices `idx`: each index
+    /// (i32: a dim's) widened, then scaled by its stride and summed in i64.
+    fn wide_offsets(
+        &self,
+        depth: usize,
+        idx: Vec<Ix<'c, 'm>>,
+        exts: &[u64],
+        shape: &[u64],
+    ) -> R<Value<'c, 'm>> {
+        let mut c: i64 = 0;
+        let mut acc: Option<(Value<'c, 'm>, Vec<u64>)> = None;
+        for (i, x) in idx.into_iter().enumerate() {
+            let stride: u64 = exts[i + 1..].iter().product();
+            let (v, s) = match x {
+                Ix::C(k) => {
+                    c += k * stride as i64;
+                    continue;
+                }
+                Ix::T(v, s) => (v, s),
+            };
+            let mut w = self.widen(depth, v, &s, DType::I64)?;
+            if stride != 1 {
+                let k = self.splat_const(depth, stride as f64, &s, DType::I64)?;
+                w = self.val(depth, "arith.muli", &[w, k], &ty_text(&s, "i64"), &[])?;
+            }
+            acc = Some(match acc {
+                None => (w, s),
+                Some((a, sa)) => {
+                    let to: Vec<u64> = sa.iter().zip(&s).map(|(p, q)| *p.max(q)).collect();
+                    let a = self.bcast(depth, a, &sa, &to, "i64")?;
+                    let w = self.bcast(depth, w, &s, &to, "i64")?;
+                    let y = self.val(depth, "arith.addi", &[a, w], &ty_text(&to, "i64"), &[])?;
+                    (y, to)
+                }
+            });
+        }
+        let Some((a, s)) = acc else {
+            return self.splat_const(depth, c as f64, shape, DType::I64);
+        };
+        let a = self.bcast(depth, a, &s, shape, "i64")?;
+        if c == 0 {
+            return Ok(a);
+        }
+        let k = self.splat_const(depth, c as f64, shape, DType::I64)?;
+        self.val(depth, "arith.addi", &[a, k], &ty_text(shape, "i64"), &[])
+    }
+
     /// A reshape `v` of `a` that splits or merges dims, where `a` reaches
     /// its buffer through a transpose: each dim of the buffer indexed by
     /// the result block's offsets regrouped and permuted down the chain.
@@ -341,30 +390,31 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             return Err("a view whose indices do not match its buffer's rank".into());
         }
         let elems: u128 = exts.iter().map(|e| *e as u128).product();
-        if elems >= 1 << 31 {
-            return Err("a buffer of 2^31 elements or more (64-bit offsets are not covered by the TTIR path)".into());
-        }
         let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
-        let mut off = Ix::C(0);
-        for (i, x) in idx.into_iter().enumerate() {
-            let stride: u64 = exts[i + 1..].iter().product();
-            let term = if stride == 1 {
-                x
-            } else {
-                self.ix_const_op(depth, x, "arith.muli", stride as i64)?
-            };
-            off = self.ix_add(depth, off, term)?;
-        }
+        let off = if index_type(elems).1 == DType::I64 {
+            self.wide_offsets(depth, idx, &exts, &shape)?
+        } else {
+            let mut off = Ix::C(0);
+            for (i, x) in idx.into_iter().enumerate() {
+                let stride: u64 = exts[i + 1..].iter().product();
+                let term = if stride == 1 {
+                    x
+                } else {
+                    self.ix_const_op(depth, x, "arith.muli", stride as i64)?
+                };
+                off = self.ix_add(depth, off, term)?;
+            }
+            match off {
+                Ix::C(c) => self.splat_const(depth, c as f64, &shape, DType::I32)?,
+                Ix::T(v, s) => self.bcast(depth, v, &s, &shape, "i32")?,
+            }
+        };
         let base = *self
             .args
             .get(&(b, 0))
             .ok_or("a buffer that is not an argument")?;
         let pt = format!("!tt.ptr<{}>", dtype_name(dt));
         let tp = ty_text(&shape, &pt);
-        let off = match off {
-            Ix::C(c) => self.splat_const(depth, c as f64, &shape, DType::I32)?,
-            Ix::T(v, s) => self.bcast(depth, v, &s, &shape, "i32")?,
-        };
         let ptr = if shape.is_empty() {
             self.val(depth, "tt.addptr", &[base, off], &pt, &[])?
         } else {
