@@ -182,6 +182,8 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         if cols.div_ceil(bl) != nt {
             return Ok(None);
         }
+        // Programs of later tiles of `gax` loop longer (see [`Em::run`]).
+        self.heavy.get_or_insert_with(|| gax.clone());
         // min(((ig + 1) * bg + bl - 1) / bl, nt)
         let one = self.const_i32(0, 1)?;
         let cbg = self.const_i32(0, bg as i64)?;

@@ -277,6 +277,11 @@ struct Em<'c, 'm, 'p, 'a> {
     /// The tile states whose reduction keeps its unit dims (the loop's
     /// accumulators take them; see [`units`]).
     narrow_states: Option<ValueId>,
+    /// The grid axis whose later tiles start first (see [`Em::run`]).
+    heavy_first: Option<String>,
+    /// The grid axis tiling the queries of a causal loop, once one is
+    /// emitted (its later tiles loop longer).
+    heavy: Option<String>,
 }
 
 type R<T> = Result<T, String>;
