@@ -384,14 +384,53 @@ def sample_configs(default, space, seed, n, kernels=None):
     return out
 
 
+SUB_RE = re.compile(r'SUB_(\w+)=min\(cfg\.get\("(BLOCK_\w+__k\d+)"')
+
+
+def streamed_split_k(default, space, text):
+    """Structured points for split-K programs that stream their tile of the
+    collected axis in sub-blocks (`SUB_<axis>`, emitted by efir-translate):
+    tiles of 512 and 1024 in sub-blocks of 64, with every dim whose blocks
+    are 1 or 16 (a row or a few, padded for tl.dot) at 16 and at its
+    default. (Random samples stay under MAX_BLOCK and would not reach them.)"""
+    subs = SUB_RE.findall(text or "")
+    out = []
+    for tile in (1024, 512):
+        for pad in (True, False):
+            c = dict(default)
+            ok = False
+            for axis, key in subs:
+                blk = f"BLOCK_{axis}"
+                if tile in space.get(blk, []) and 64 in space.get(key, []):
+                    c[blk], c[key] = tile, 64
+                    ok = True
+            if not ok:
+                continue
+            if pad:
+                for k, v in space.items():
+                    if k.startswith("BLOCK_") and sorted(v) == [1, 16]:
+                        c[k] = 16
+            c["num_stages"] = 3
+            if c not in out:
+                out.append(c)
+    return out
+
+
 def configs(mod, n=24, seed=""):
-    """The schedules of one loaded candidate module (see sample_configs)."""
+    """The schedules of one loaded candidate module (see sample_configs and
+    streamed_split_k)."""
+    text = None
     try:
         text = pathlib.Path(mod.__file__).read_text()
         kernels = kernel_blocks(text, [k for k in mod.CONFIG_SPACE if k.startswith("BLOCK_")])
     except (OSError, TypeError, AttributeError):
         kernels = None
-    return sample_configs(mod.DEFAULT_CONFIG, mod.CONFIG_SPACE, seed or mod.__name__, n, kernels)
+    out = sample_configs(mod.DEFAULT_CONFIG, mod.CONFIG_SPACE, seed or mod.__name__, n, kernels)
+    extra = [c for c in streamed_split_k(mod.DEFAULT_CONFIG, mod.CONFIG_SPACE, text) if c not in out]
+    if extra and n > 1:
+        keep = max(1, n - len(extra))
+        out = out[:keep] + extra[: n - keep]
+    return out
 
 
 def schedule(cfg, space=None):

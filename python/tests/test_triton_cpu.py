@@ -382,3 +382,32 @@ def test_a_kernel_block_of_its_own(tmp_path):
         config = {"BLOCK_k": shared, "BLOCK_k__k0": own}
         errs = h.check_module(py, src, fname, tmp_path / "ref", config=config)
         assert max(errs) <= TOL, (config, errs)
+
+
+SPLITK_SUB = """
+func @sk(%x: tensor<3x100xf32>, %w: tensor<100x24xf32>) -> tensor<3x24xf32> {
+  %xk = par.partition<1, @k> %x : tensor<3x100xf32, @k: part(1)>
+  %ex = ew.exp %xk : tensor<3x100xf32, @k: part(1)>
+  %wk = par.partition<0, @k> %w : tensor<100x24xf32, @k: part(0)>
+  %p = tile.matmul %ex, %wk : tensor<3x24xf32, @k: partial(#red.sum)>
+  %c = par.collect<@k> %p : tensor<|@k|x3x24xf32>
+  %r = tensor.reduce<#red.sum, 0> %c : tensor<3x24xf32>
+  return %r : tensor<3x24xf32>
+}
+"""
+
+
+def test_split_k_tiles_streamed_in_sub_blocks(tmp_path):
+    """A split-K program loops over sub-blocks of its tile of the collected
+    axis (`BLOCK_k__k0`, at most the tile): right with one trip, several,
+    a sub-block asked larger than the tile, and tiles past the extent (100
+    is no multiple of the blocks)."""
+    src = tmp_path / "sk.efir"
+    src.write_text(SPLITK_SUB)
+    (py, mod, fname), = translate(src, tmp_path / "py")
+    assert "for i_sub_k in range(0, BLOCK_k // SUB_k):" in py.read_text()
+    assert "BLOCK_k__k0" in mod.CONFIG_SPACE
+    for tile, sub in ((16, 16), (64, 16), (128, 32), (32, 64)):
+        config = {"BLOCK_k": tile, "BLOCK_k__k0": sub}
+        errs = h.check_module(py, src, fname, tmp_path / "ref", config=config)
+        assert max(errs) <= TOL, (config, errs)

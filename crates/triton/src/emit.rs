@@ -180,6 +180,10 @@ struct KernelEmitter<'p, 'a> {
     nesting: usize,
     /// Bounds of f32 variables, where known (see [`bcast`]).
     bounds: HashMap<String, (f64, f64)>,
+    /// Offsets variables of bindings whose blocks are not their axis's:
+    /// the sub-blocks of a loop inside a grid tile (see
+    /// [`KernelEmitter::collect_sub_loop`]), and the block variable.
+    sub_block: HashMap<String, String>,
 }
 
 /// One load, store or matmul of a kernel, per program: element sizes (block
@@ -190,6 +194,12 @@ struct Work {
     sizes: Vec<String>,
     loops: Vec<String>,
     flops: bool,
+}
+
+/// Whether a loop (as [`Work`] names it) is clipped by a causal bound: the
+/// loop below the diagonal or the diagonal's own.
+fn is_clipped(l: &str) -> bool {
+    l.ends_with("/causal") || l.ends_with("/diag")
 }
 
 fn dtype_bytes(d: DType) -> u64 {
@@ -292,6 +302,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             rebased: HashMap::new(),
             heavy: None,
             pad16: Default::default(),
+            sub_block: HashMap::new(),
         }
     }
 

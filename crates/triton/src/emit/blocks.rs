@@ -19,7 +19,11 @@ impl KernelEmitter<'_, '_> {
                     .ok_or_else(|| format!("@{a} is bound without offsets"))?;
                 Ok((
                     BD {
-                        size: self.block_of(a),
+                        size: self
+                            .sub_block
+                            .get(&offs)
+                            .cloned()
+                            .unwrap_or_else(|| self.block_of(a)),
                         offs,
                         ext: ext.kernel(),
                         even: self.even_of(a, ext),

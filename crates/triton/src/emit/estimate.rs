@@ -60,6 +60,26 @@ fn dot_rate_share(padded: &[f64], real: impl Iterator<Item = f64>) -> f64 {
     dot_efficiency(real)
 }
 
+/// A kernel's own blocks (see `Plan::kernel_blocks`) as the estimate reads
+/// them: those that replace an axis's block, and the sub-block of the loop
+/// over its tile of a collected axis (at most that tile, and the extent).
+fn own_blocks(
+    p: &Plan<'_>,
+    k: &EmittedKernel,
+    ov: &IndexMap<String, u64>,
+) -> (IndexMap<String, u64>, Option<f64>) {
+    let mut blocks = ov.clone();
+    let sub = k.sub_loop.as_ref().and_then(|a| {
+        let i = p.axes.get(a)?;
+        let b = blocks.shift_remove(a).unwrap_or(i.default).min(i.default);
+        Some(match i.extent {
+            Extent::N(e) => b.min(e.max(1)),
+            Extent::Tiles(_) => b,
+        } as f64)
+    });
+    (blocks, sub)
+}
+
 pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
     let none = IndexMap::new();
     // A kernel's block of an axis: its own (`kernel_blocks`) or the plan's.
@@ -124,9 +144,13 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
     };
     let mut time = 0.0;
     for (ki, k) in ks.iter().enumerate() {
-        let ov = p.kernel_blocks.get(ki).unwrap_or(&none);
+        let (ov, sub) = own_blocks(p, k, p.kernel_blocks.get(ki).unwrap_or(&none));
+        let ov = &ov;
         let tiles = |a: &str| tiles_in(ov, a);
-        let size = |s: &str| size_in(ov, s);
+        let size = |s: &str| match s.strip_prefix("SUB_") {
+            Some(_) => sub.unwrap_or(1.0),
+            None => size_in(ov, s),
+        };
         let programs: f64 = k.grid.iter().map(|a| tiles(a)).product();
         let (mut bytes, mut flops, mut dot_s) = (0.0, 0.0, 0.0);
         // Trips of each loop nest a program runs (one entry per nest).
@@ -143,6 +167,9 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                         // The diagonal tiles of a split causal loop (about
                         // one; the other loop counts half of all).
                         1.0
+                    } else if let Some(b) = a.strip_suffix("/sub") {
+                        // Sub-blocks of a program's tile of a collected axis.
+                        (size(&format!("BLOCK_{}", py_ident(b))) / sub.unwrap_or(1.0)).ceil()
                     } else {
                         tiles(a)
                     }
@@ -191,8 +218,11 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
     // scale the time by how far the largest one overshoots 32K elements.
     let mut largest: f64 = 0.0;
     for (ki, k) in ks.iter().enumerate() {
-        let ov = p.kernel_blocks.get(ki).unwrap_or(&none);
-        let size = |s: &str| size_in(ov, s);
+        let (ov, sub) = own_blocks(p, k, p.kernel_blocks.get(ki).unwrap_or(&none));
+        let size = |s: &str| match s.strip_prefix("SUB_") {
+            Some(_) => sub.unwrap_or(1.0),
+            None => size_in(&ov, s),
+        };
         for w in &k.work {
             let v: Vec<f64> = w.sizes.iter().map(|s| size(s)).collect();
             let fp = if w.flops && v.len() >= 3 {
@@ -257,15 +287,11 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) {
     // loop keep their defaults.
     let mut frozen: IndexSet<String> = IndexSet::new();
     for k in &ks {
-        let causal = k
-            .work
-            .iter()
-            .flat_map(|w| &w.loops)
-            .any(|l| l.contains('/'));
+        let causal = k.work.iter().flat_map(|w| &w.loops).any(|l| is_clipped(l));
         if causal {
             frozen.extend(k.grid.iter().cloned());
             for w in &k.work {
-                for l in &w.loops {
+                for l in w.loops.iter().filter(|l| is_clipped(l)) {
                     frozen.insert(l.split('/').next().unwrap_or(l).to_string());
                 }
             }
@@ -282,7 +308,12 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) {
         .collect();
     if p.kernels.len() > 1 {
         for (ki, k) in ks.iter().enumerate() {
-            for a in k.loop_only.iter().filter(|a| !frozen.contains(*a)) {
+            for a in k
+                .loop_only
+                .iter()
+                .chain(&k.sub_loop)
+                .filter(|a| !frozen.contains(*a))
+            {
                 knobs.push((Some(ki), a.clone()));
                 // Start from the axis's block, held apart from it.
                 let b = p.kernel_blocks[ki].get(a).copied();

@@ -72,9 +72,10 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
                 list(&crate::STAGES)
             ));
         }
-        // Each kernel's own block of an axis it only loops over.
+        // Each kernel's own block of an axis it only loops over, or of the
+        // loop over its tile of a collected axis.
         for (i, ek) in ks.iter().enumerate() {
-            for a in &ek.loop_only {
+            for a in ek.loop_only.iter().chain(&ek.sub_loop) {
                 let id = py_ident(a);
                 if let Some(b) = p.kernel_blocks[i].get(a) {
                     defaults.push(format!("    \"BLOCK_{id}__k{i}\": {b},"));
@@ -85,7 +86,10 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
         }
     }
     for (i, blocks) in p.kernel_blocks.iter().enumerate() {
-        if let Some(a) = blocks.keys().find(|a| !ks[i].loop_only.contains(a)) {
+        if let Some(a) = blocks
+            .keys()
+            .find(|a| !ks[i].loop_only.contains(a) && ks[i].sub_loop.as_ref() != Some(*a))
+        {
             return Err(format!(
                 "schedule entry `BLOCK_{}__k{i}`: kernel {i} does not only loop over @{a}, so it cannot take a block of its own",
                 py_ident(a)
@@ -220,6 +224,19 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
                         continue;
                     };
                     *c = format!("{name}={value}");
+                }
+            }
+        }
+        if let Some(a) = &ek.sub_loop {
+            // The sub-blocks of a collected axis's tile: the kernel's own
+            // block of it, at most the tile.
+            let id = py_ident(a);
+            let i = k.index;
+            for c in consts.iter_mut() {
+                if c.split_once('=').map(|x| x.0) == Some(format!("SUB_{id}").as_str()) {
+                    *c = format!(
+                        "SUB_{id}=min(cfg.get(\"BLOCK_{id}__k{i}\", block_{id}), block_{id})"
+                    );
                 }
             }
         }

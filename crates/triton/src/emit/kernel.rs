@@ -16,6 +16,9 @@ pub(super) struct EmittedKernel {
     /// its grid, no buffer it reads or writes has a dim of their tiles, and
     /// no causal clipping; the kernel may take its own block of them.
     pub(super) loop_only: Vec<String>,
+    /// The collected axis of a split-K kernel that loops over sub-blocks
+    /// of its tile (`SUB_<axis>`, the kernel's own block of it).
+    pub(super) sub_loop: Option<String>,
 }
 
 fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
@@ -40,7 +43,22 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
             }
         }
     }
-    let val = e.emit_def(k.body, &lay)?;
+    // A split-K program's matmul runs as a loop over sub-blocks of its
+    // tile of the collected axis.
+    let sub_axis = k
+        .collect
+        .then(|| {
+            k.grid
+                .iter()
+                .find(|(_, d)| d.is_none())
+                .map(|(a, _)| a.clone())
+        })
+        .flatten()
+        .filter(|_| e.dot_accumulates(&Attr::Term("red.sum".into(), Vec::new()), k.body));
+    let val = match &sub_axis {
+        Some(a) => e.collect_sub_loop(k.body, a, &lay)?,
+        None => e.emit_def(k.body, &lay)?,
+    };
     // Where programs along one grid axis do unequal work (a causal loop),
     // that axis varies fastest and its heaviest tiles start first, so that
     // the last wave is not all long programs (the tail of the launch).
@@ -126,7 +144,7 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
     let mut consts = Vec::new();
     for a in p.axes.keys() {
         let id = py_ident(a);
-        for c in ["BLOCK", "NT", "NTP", "EVEN"] {
+        for c in ["BLOCK", "NT", "NTP", "EVEN", "SUB"] {
             let name = format!("{c}_{id}");
             if words.contains(name.as_str()) {
                 params.push(format!("{name}: tl.constexpr"));
@@ -151,7 +169,7 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
             let clipped = e.work.iter().any(|w| {
                 w.loops
                     .iter()
-                    .any(|l| l.split('/').next() == Some(a.as_str()) && l.contains('/'))
+                    .any(|l| l.split('/').next() == Some(a.as_str()) && is_clipped(l))
             });
             looped
                 && !clipped
@@ -183,6 +201,7 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
         work: e.work,
         grid: k.grid.iter().map(|(a, _)| a.clone()).collect(),
         loop_only,
+        sub_loop: sub_axis,
     })
 }
 

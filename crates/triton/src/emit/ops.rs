@@ -247,7 +247,26 @@ impl KernelEmitter<'_, '_> {
                 for (x, y) in nu_a.iter().zip(&nu_r) {
                     u[*y] = ux[*x];
                 }
-                let e = format!("tl.reshape({}, {})", x.var, real_shape(&dims, &u));
+                // Only unit dims inserted: `x[:, None]` broadcasts in the
+                // value's own layout, where `tl.reshape` can cost a layout
+                // conversion wherever the result is used (measured on the
+                // H200: a row scale reshaped before a K loop and used in it
+                // made the loop 2.7x slower). Only up to two dims: Triton 3.6
+                // failed an assertion (LinearLayout::reshapeOuts) compiling an
+                // attention kernel that indexed a 4-D block so and reshaped
+                // it for a product.
+                let e = if !ea.is_empty()
+                    && nu_a.len() == ea.len()
+                    && er.len() > ea.len()
+                    && er.len() <= 2
+                {
+                    let idx: Vec<&str> = (0..er.len())
+                        .map(|j| if nu_r.contains(&j) { ":" } else { "None" })
+                        .collect();
+                    format!("{}[{}]", x.var, idx.join(", "))
+                } else {
+                    format!("tl.reshape({}, {})", x.var, real_shape(&dims, &u))
+                };
                 let y = self.result(v, lay, e, depth.max(x.depth))?;
                 if let Val::T(b) = &y {
                     self.set_units(&b.var, u);
