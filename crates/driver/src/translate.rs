@@ -178,7 +178,7 @@ fn to_triton_here(
     if let Some(k) = opts.top {
         out.programs
             .sort_by(|a, b| a.estimate_us.total_cmp(&b.estimate_us));
-        out.programs.truncate(k);
+        out.programs = diverse_top(std::mem::take(&mut out.programs), k);
     }
     if out.programs.is_empty() {
         // Nothing was translated: what was skipped is an error after all
@@ -189,6 +189,44 @@ fn to_triton_here(
     }
     out.failed = out.programs.is_empty() || out.diags.iter().any(|d| d.severity == Severity::Error);
     Ok(out)
+}
+
+/// The first `k` of programs ranked best estimate first, where programs the
+/// estimate cannot tell apart (the same time, kernels, bytes and flops: for
+/// example rmsnorm_mlp at B=1, whose best four candidates are one kernel
+/// each, loop differently and measured 84 us against 55 us for a two-kernel
+/// one ranked fifth) give way to the next distinct ones, which then get
+/// measured too (by a tuner or the benchmark); they fill the remaining
+/// places in rank order. The best program stays first.
+fn diverse_top(ranked: Vec<TritonProgram>, k: usize) -> Vec<TritonProgram> {
+    let same = |a: &TritonProgram, b: &TritonProgram| {
+        a.kernels == b.kernels
+            && (a.estimate_us - b.estimate_us).abs() <= 1e-3 * a.estimate_us.abs().max(1e-9)
+            && a.bytes == b.bytes
+            && a.flops == b.flops
+    };
+    let mut picked: Vec<usize> = Vec::new();
+    for (i, p) in ranked.iter().enumerate() {
+        if picked.len() < k && !picked.iter().any(|j| same(&ranked[*j], p)) {
+            picked.push(i);
+        }
+    }
+    for i in 0..ranked.len() {
+        if picked.len() >= k {
+            break;
+        }
+        if !picked.contains(&i) {
+            picked.push(i);
+        }
+    }
+    picked.sort_by(|a, b| {
+        ranked[*a]
+            .estimate_us
+            .total_cmp(&ranked[*b].estimate_us)
+            .then(a.cmp(b))
+    });
+    let mut slots: Vec<Option<TritonProgram>> = ranked.into_iter().map(Some).collect();
+    picked.into_iter().filter_map(|i| slots[i].take()).collect()
 }
 
 /// Runner-ups shown by [`ranking`]; the others are counted.
@@ -278,6 +316,30 @@ mod tests {
             bytes: 1024.0,
             flops: 0.0,
         }
+    }
+
+    #[test]
+    fn top_prefers_programs_the_estimate_tells_apart() {
+        let p = |name: &str, us: f64, kernels: usize| TritonProgram {
+            name: name.into(),
+            source: String::new(),
+            estimate_us: us,
+            kernels,
+            bytes: 100.0,
+            flops: 10.0,
+        };
+        let ranked = vec![
+            p("a", 45.0, 1),
+            p("b", 45.0, 1),
+            p("c", 45.0, 1),
+            p("d", 48.0, 2),
+            p("e", 50.0, 3),
+        ];
+        let names = |v: Vec<TritonProgram>| v.into_iter().map(|x| x.name).collect::<Vec<_>>();
+        assert_eq!(names(diverse_top(ranked.clone(), 1)), ["a"]);
+        assert_eq!(names(diverse_top(ranked.clone(), 3)), ["a", "d", "e"]);
+        assert_eq!(names(diverse_top(ranked.clone(), 4)), ["a", "b", "d", "e"]);
+        assert_eq!(names(diverse_top(ranked, 9)), ["a", "b", "c", "d", "e"]);
     }
 
     #[test]
