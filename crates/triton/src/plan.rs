@@ -24,14 +24,14 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
             }
         }
     };
-    choose_defaults(&mut base);
+    let eb = choose_defaults(&mut base).map_or_else(|| estimate(&base), Ok);
     // The variant that also computes row statistics inside the kernels that
     // read them (see [`epilogues`]), where it has fewer kernels, when its
     // static estimate (each at its chosen default blocks) is lower.
     if let Ok(mut v) = plan_with(module, f, true) {
         if v.kernels.len() < base.kernels.len() {
-            choose_defaults(&mut v);
-            if let (Ok(eb), Ok(ev)) = (estimate(&base), estimate(&v)) {
+            let ev = choose_defaults(&mut v).map_or_else(|| estimate(&v), Ok);
+            if let (Ok(eb), Ok(ev)) = (eb, ev) {
                 if ev.time_us < eb.time_us {
                     return Ok(v);
                 }

@@ -268,18 +268,18 @@ const DESCENT_ROUNDS: usize = 4;
 /// A loop over a whole row then takes few long trips, a matmul at a few rows
 /// fills the SMs, and candidates are ranked at their best static schedule.
 /// A program with a `schedule` attribute (a tuner's choice) keeps it.
-pub(crate) fn choose_defaults(p: &mut Plan<'_>) {
+/// Returns the estimate at the chosen blocks (`None` where the plan keeps
+/// its schedule or a kernel cannot be emitted).
+pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
     if p.func.attrs.contains_key("schedule") {
-        return;
+        return None;
     }
-    let Ok(ks) = p
+    let ks = p
         .kernels
         .iter()
         .map(|k| emit_kernel_in_context(p, k))
         .collect::<Result<Vec<_>, _>>()
-    else {
-        return;
-    };
+        .ok()?;
     let mut best = estimate_of(p, &ks);
     let limit = best.largest_block.max(DEFAULT_FOOTPRINT);
     // The estimate's causal clipping (half the tiles, one diagonal tile) is
@@ -370,4 +370,5 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) {
     for blocks in p.kernel_blocks.iter_mut() {
         blocks.retain(|a, b| p.axes.get(a).map(|i| i.default) != Some(*b));
     }
+    Some(best)
 }
