@@ -5,6 +5,7 @@
 
 use super::index::Enumerator;
 use super::kinds::Kind;
+use super::memory;
 use super::partial::{State, NONE};
 use super::record::Enumeration;
 use rustc_hash::FxHashMap;
@@ -22,6 +23,9 @@ pub(super) struct Scratch {
     /// Whether its value needs work beyond loads and pointwise ops (holes
     /// count as work: they may be completed either way).
     pub(super) work: Vec<bool>,
+    /// For which readers it is a buffer or views of one (bits of
+    /// [`memory::ALL`]; holes count as buffers until resolved).
+    pub(super) loaded: Vec<u8>,
     /// The pointwise region it ends (an index into `regions`), if any.
     pub(super) region: Vec<u32>,
     /// Keys of materializations of values without work.
@@ -32,6 +36,9 @@ pub(super) struct Scratch {
     pub(super) inputs: Vec<u32>,
     pub(super) stack: Vec<(u32, bool)>,
     pub(super) roots: Vec<u32>,
+    /// The relevant classes reached and their `loaded` bits (see
+    /// [`memory::Memory::relevant`]).
+    pub(super) digest: Vec<(u32, u8)>,
     /// Each region's inputs: a range of `region_keys`.
     pub(super) regions: Vec<(u32, u32)>,
     pub(super) region_keys: Vec<u32>,
@@ -55,6 +62,7 @@ impl Scratch {
                 stamp: vec![0; n],
                 memo: vec![0; n],
                 work: vec![false; n],
+                loaded: vec![0; n],
                 region: vec![u32::MAX; n],
                 ..Scratch::default()
             };
@@ -66,6 +74,7 @@ impl Scratch {
         self.used.clear();
         self.stored.clear();
         self.tuples.clear();
+        self.digest.clear();
         if self.hwords != hwords || self.hreach.len() != n * hwords {
             self.hreach = vec![0; n * hwords];
             self.hwords = hwords;
@@ -226,7 +235,10 @@ impl<'a> Enumerator<'a> {
     }
 
     /// [`Enumerator::node_key`], and the key before a kernel's store wraps
-    /// it (the same where nothing is stored).
+    /// it (the same where nothing is stored). For the classes whose keys do
+    /// not depend on how their operands are stored ([`memory::Memory`]'s
+    /// `relevant` classes are never resolved through it by fixed,
+    /// frontier-fixed or determined classes).
     pub(super) fn node_key_parts<'r>(
         &mut self,
         c: usize,
@@ -234,7 +246,59 @@ impl<'a> Enumerator<'a> {
         kid: impl Fn(u32) -> (u32, Option<&'r [u32]>),
         inputs: &mut Vec<u32>,
     ) -> (u32, u32) {
+        self.node_key_parts_in(c, j, kid, |_| memory::ALL, inputs)
+    }
+
+    /// [`Enumerator::node_key_parts`] given for which readers each operand
+    /// is a buffer or views of one (`loaded`): a slice, concatenation or
+    /// splitting/merging reshape reads an operand that is not from a store
+    /// of it (keyed `forced-store` over its key), which is an input of its
+    /// region like a load.
+    pub(super) fn node_key_parts_in<'r>(
+        &mut self,
+        c: usize,
+        j: usize,
+        kid: impl Fn(u32) -> (u32, Option<&'r [u32]>),
+        loaded: impl Fn(u32) -> u8,
+        inputs: &mut Vec<u32>,
+    ) -> (u32, u32) {
         inputs.clear();
+        let m = self.mem.read[c][j];
+        if m != 0 && self.kids[c][j].iter().any(|x| loaded(*x) & m == 0) {
+            let kids = self.kids[c][j].clone();
+            let forced = self.mem.forced;
+            let mut keys: Vec<(u32, Option<&'r [u32]>)> = Vec::with_capacity(kids.len());
+            for x in &kids {
+                let (k, r) = kid(*x);
+                keys.push(if loaded(*x) & m == 0 {
+                    (self.intern(forced, &[k]), None)
+                } else {
+                    (k, r)
+                });
+            }
+            let k = match self.kind[c][j] {
+                Kind::Pointwise(label) => {
+                    for kr in &keys {
+                        match kr {
+                            (_, Some(r)) => inputs.extend_from_slice(r),
+                            (k, None) => inputs.push(*k),
+                        }
+                    }
+                    inputs.sort_unstable();
+                    inputs.dedup();
+                    self.intern_at(2 * (self.opt_base[c] + j), label, inputs)
+                }
+                Kind::Materialize(label) | Kind::Op(label) => {
+                    inputs.extend(keys.iter().map(|kr| kr.0));
+                    self.intern_at(2 * (self.opt_base[c] + j), label, inputs)
+                }
+                Kind::View | Kind::Loop(_) => keys[0].0,
+            };
+            return match self.stores[c][j] {
+                Some(s) => (self.intern_at(2 * (self.opt_base[c] + j) + 1, s, &[k]), k),
+                None => (k, k),
+            };
+        }
         let kids = &self.kids[c][j];
         let k = match self.kind[c][j] {
             Kind::View => {
@@ -344,6 +408,7 @@ impl<'a> Enumerator<'a> {
             if j == NONE {
                 let k = self.hole_key[ci];
                 sc.set(ci, k, true, u32::MAX);
+                sc.loaded[ci] = memory::ALL;
                 sc.hreach[ci * hw..(ci + 1) * hw].fill(0);
                 if let Ok(i) = sorted_holes.binary_search(&c) {
                     sc.hreach[ci * hw + i / 64] |= 1 << (i % 64);
@@ -369,8 +434,33 @@ impl<'a> Enumerator<'a> {
                 }
             }
             let w = self.needs_work(ci, ji, |x| sc.work[x as usize]);
-            let (k, inner) =
-                self.node_key_parts(ci, ji, |x| sc.key_region(x as usize), &mut inputs);
+            let (k, inner) = self.node_key_parts_in(
+                ci,
+                ji,
+                |x| sc.key_region(x as usize),
+                |x| sc.loaded[x as usize],
+                &mut inputs,
+            );
+            // A value computed with work that a read forces into memory is
+            // stored (the rule below: no other kernel computes it again),
+            // once it reaches no hole.
+            let m = self.mem.read[ci][ji];
+            if m != 0 {
+                for x in &self.kids[ci][ji] {
+                    let xi = *x as usize;
+                    if sc.loaded[xi] & m == 0 && sc.hreach(xi).iter().all(|w| *w == 0) {
+                        if sc.work[xi] {
+                            sc.stored.push(sc.memo[xi]);
+                        } else if m == memory::RESHAPE {
+                            invalid = true;
+                        }
+                    }
+                }
+            }
+            sc.loaded[ci] = self.loaded_bits(ci, ji, |x| sc.loaded[x as usize]);
+            if self.mem.relevant[ci] {
+                sc.digest.push((c, sc.loaded[ci]));
+            }
             // The value a key computes, for keys that reach no hole (a key
             // with holes may still change shape: a hole resolved as a
             // pointwise op merges into the region reading it).
@@ -455,6 +545,18 @@ impl<'a> Enumerator<'a> {
                 k
             };
             roots.push(k);
+        }
+        // A partial program's form also says, for each class reached whose
+        // realization a reader may read from memory, for which readers it is
+        // a buffer or views of one: a reader still open (a hole) keys it
+        // only once resolved, so two partial programs that differ there are
+        // not the same (a complete program's readers key it already).
+        if !sorted_holes.is_empty() && !sc.digest.is_empty() {
+            sc.digest.sort_unstable();
+            for (c, b) in &sc.digest {
+                roots.push(*c);
+                roots.push(u32::from(*b));
+            }
         }
         let key = self.intern(ROOTS, &roots);
         // A materialization of a value without work is a result's (by key,

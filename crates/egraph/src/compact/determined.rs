@@ -185,7 +185,9 @@ impl<'a> Enumerator<'a> {
         }
         d.budget = d.budget.checked_sub(1)?;
         let v = self.value[ci] as usize;
-        if self.heads_differ(s, c) {
+        // (A class whose realization may change how a reader reads it from
+        // memory is not determined: see `memory::Memory::relevant`.)
+        if self.mem.relevant[ci] || self.heads_differ(s, c) {
             d.mark[ci] = Visit::Undetermined;
             return None;
         }

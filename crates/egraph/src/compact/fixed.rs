@@ -73,7 +73,11 @@ impl<'a> Enumerator<'a> {
                 }
             }
         }
-        let mut cand: Vec<bool> = (0..n).map(|c| !other_op[self.value[c] as usize]).collect();
+        // (Classes whose realization may change how a reader reads them
+        // from memory are never fixed: see `memory::Memory::relevant`.)
+        let mut cand: Vec<bool> = (0..n)
+            .map(|c| !other_op[self.value[c] as usize] && !self.mem.relevant[c])
+            .collect();
         let mut result_value = vec![false; n];
         for r in &self.roots {
             result_value[self.keyed_value[*r as usize] as usize] = true;
@@ -200,6 +204,7 @@ impl<'a> Enumerator<'a> {
         let mut cand: Vec<bool> = (0..n)
             .map(|c| {
                 fixed[c].is_none()
+                    && !self.mem.relevant[c]
                     && (0..self.options[c].len()).all(|j| {
                         self.kind[c][j].org().is_none()
                             || !self.several_orgs[self.value[c] as usize]

@@ -8,6 +8,7 @@ use super::dead_fields::{field_use, FieldUse};
 use super::determined::Determined;
 use super::kinds::{node_kind, stateless, stateless_type, Kind};
 use super::limits::Progress;
+use super::memory::Memory;
 use super::order::{numbered_classes, ordered_options};
 use super::space::{retain_marked, view_mask, Space};
 use super::values::value_classes;
@@ -108,6 +109,9 @@ pub struct Enumerator<'a> {
     /// parallel state (the kernels write those to memory), the label of a
     /// materialization of that type.
     pub(super) stores: Vec<Vec<Option<u32>>>,
+    /// What options read from memory and pass through (the stores such
+    /// reads force).
+    pub(super) mem: Memory,
     /// For each result class, the label of a materialization of its type:
     /// a result is written to memory however it is computed.
     pub(super) root_store: Vec<u32>,
@@ -174,6 +178,7 @@ impl<'a> Enumerator<'a> {
             }
         }
         let labels = label_options(eg, &ids, &options, &kids, &kinds, &values.keyed);
+        let mem = Memory::new(eg, &ids, &options, &kids, &roots, labels.forced);
         let kind = labels.kind;
         let leaf = options
             .iter()
@@ -220,6 +225,7 @@ impl<'a> Enumerator<'a> {
             eg,
             progress: Progress::new(&g.name),
             stores: labels.stores,
+            mem,
             root_store: labels.root_store,
             fixed: Vec::new(),
             leaf,
@@ -310,6 +316,7 @@ struct Labels {
     stores: Vec<Vec<Option<u32>>>,
     root_store: Vec<u32>,
     names: Vec<String>,
+    forced: u32,
 }
 
 /// Number the labels of the options (`kinds`, with their text): the
@@ -364,6 +371,7 @@ fn label_options(
         .iter()
         .map(|id| label_id(format!("materialize|{}", stateless_type(eg[*id].data.ty()))))
         .collect();
+    let forced = label_id("forced-store".into());
     let mut names = vec![String::new(); labels.len()];
     for (l, i) in labels {
         names[i as usize] = l;
@@ -402,6 +410,7 @@ fn label_options(
         stores,
         root_store,
         names,
+        forced,
     }
 }
 

@@ -43,7 +43,14 @@
 //! - storage follows the kernels: a matmul, reduction or reducing combine
 //!   without parallel state is written to memory, so it is keyed as a
 //!   materialization of the op (like the op computed in tiles and combined),
-//!   and so is a result computed whole by a pointwise op.
+//!   and so is a result computed whole by a pointwise op;
+//! - a read from memory (a slice, a concatenation, a reshape that splits or
+//!   merges dims) of a value that is not a buffer under views is a read of
+//!   a store of it (`memory.rs`: the lowering stores such a value), so that
+//!   programs that differ in such a store (repeat_kv's broadcast K and V
+//!   against attention over split query heads) stay distinct; a partial
+//!   program's form also says how the classes such a reader may read are
+//!   realized, and those classes are never fixed or determined.
 //!
 //! So candidates with different matmul structure, reduction organization or
 //! intermediate storage stay distinct.
@@ -68,6 +75,7 @@ mod fixpoint;
 mod index;
 mod kinds;
 mod limits;
+mod memory;
 mod order;
 mod partial;
 mod record;
