@@ -11,9 +11,12 @@ What is symbolic and what is not, today:
   product of sizes, a size-dependent branch) keeps the dim static
   (`StaticDim`, with the first differing line).
 - Saturation and compaction run once, on the symbolic program (`efir-opt`
-  accepts symbolic extents in pointwise ops, reductions and matmuls; its
-  verifier refuses a reshape of a symbolic extent, E0404, which keeps such
-  programs per-shape). Compaction does not partition a symbolic extent
+  accepts symbolic extents in pointwise ops, reductions, matmuls and
+  reshapes that keep each symbolic extent a dim of its own, splitting,
+  merging, inserting or removing only the static dims around it, such as a
+  norm's keepdim statistic `|@dyn0|` -> `|@dyn0|x1`; its verifier refuses
+  a reshape that moves static dims across a symbolic extent or splits one,
+  E0404, which keeps such programs per shape). Compaction does not partition a symbolic extent
   over a parallel axis, so the family's candidates never tile the batch:
   where a compile for one size tiles it (`@m8`), the family's kernels at
   that size are a different, valid plan (bench/gpu/family.py measures the

@@ -80,8 +80,8 @@ class Mlp(torch.nn.Module):
 
 
 class Block(Mlp):
-    """A mean over the sequence (keepdim): a reshape of the batch extent,
-    which the verifier does not take symbolically yet (E0404)."""
+    """A mean over the sequence (keepdim): its count changes with the
+    sequence length, a constant that is not an extent."""
 
     def forward(self, x):
         return torch.tanh(self.a(x)) + x.mean(dim=1, keepdim=True)
@@ -114,9 +114,53 @@ def test_compile_dynamic_batch_compiles_once(saturations):
         f(torch.randn(3, 8))  # a static dim that changed
 
 
+class Moved(Mlp):
+    """A reshape that moves static dims across the batch (`|@dyn0|x16` to
+    `16x|@dyn0|`): equal counts, but data crosses the symbolic extent, which
+    the verifier refuses (E0404)."""
+
+    def forward(self, x):
+        return self.a(x).reshape(16, -1) * 2.0
+
+
 def test_compile_dynamic_refuses_a_dim_that_must_stay_static(saturations):
-    with pytest.raises(C.CompileError, match="dynamic dims stay static.*E0404.*reshape"):
-        efir.compile(Block(), (torch.randn(3, 5, 16),), candidates=2, quiet=True, dynamic={"batch": (0, 0)})
+    with pytest.raises(C.CompileError, match="dynamic dims stay static.*E0404.*moves static dims across a symbolic extent"):
+        efir.compile(Moved(), (torch.randn(3, 16),), candidates=2, quiet=True, dynamic={"batch": (0, 0)})
+
+
+sys.path.insert(0, str(ROOT / "python" / "tests"))
+from workload_modules import Attention, LayerNormGemm, RMSNormMLP  # noqa: E402
+
+KEEPDIM = {
+    # a norm's row statistic reshaped to keepdim (|@dyn0| -> |@dyn0|x1)
+    "rmsnorm_mlp": (RMSNormMLP, lambda b: (torch.randn(b, 32),), {"batch": (0, 0)}, "tensor<|@dyn0|x1xf32>"),
+    "layernorm_gemm": (LayerNormGemm, lambda b: (torch.randn(b, 32),), {"batch": (0, 0)}, "tensor<|@dyn0|x1xf32>"),
+    # the softmax's row max and sum, keepdim over (batch, head, query)
+    "attn_decode": (
+        lambda: Attention(False),
+        lambda b: (torch.randn(b, 2, 1, 16), torch.randn(b, 2, 8, 16), torch.randn(b, 2, 8, 16)),
+        {"batch": [(0, 0), (1, 0), (2, 0)]},
+        "x1xf32>",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KEEPDIM))
+def test_keepdim_reshapes_of_the_batch_make_a_family(name, saturations):
+    """rmsnorm_mlp, layernorm_gemm and attn_decode reshape a statistic of
+    the symbolic batch to keepdim; that reshape is legal, so they are one
+    family: one saturation, one translation per batch size, no per-shape
+    compile, results equal eager."""
+    torch.manual_seed(0)
+    make, inputs, dynamic, reshaped = KEEPDIM[name]
+    m = make().eval()
+    f = efir.compile(m, inputs(4), candidates=2, quiet=True, dynamic=dynamic)
+    assert "|@dyn0|" in f.family.program and any("tensor.reshape" in ln and "|@dyn0|" in ln and reshaped in ln for ln in f.family.program.splitlines()), f.family.program
+    for b in (1, 3, 8, 17):
+        xs = inputs(b)
+        assert torch.allclose(f(*xs), m(*xs), atol=1e-5), (name, b)
+    assert saturations == ["family.efir"], saturations
+    assert f.family.translations == 4
 
 
 def test_torch_compile_dynamic_batch_and_sequence(saturations, caplog):
