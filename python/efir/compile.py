@@ -23,8 +23,10 @@ enumeration stopped by a limit) and candidates skipped because they cannot
 be lowered (E0801) are normal; they go to the `efir` logger at DEBUG level
 and into the returned callable's `.stats["diagnostics"]`, not to
 `warnings`. Unless `quiet`, the stages and their times are the `efir`
-logger's INFO records, shown on stderr for the while (`log.shown`), with a
-progress indicator on a terminal. The temporary work folder is removed
+logger's INFO records, shown on stderr for the while (`log.shown`) when
+stderr is a terminal (or always with `quiet=False`), with a progress
+indicator on a terminal; EFIR_LOG=info shows them anywhere. Warnings and
+errors are shown either way. The temporary work folder is removed
 unless `keep_workdir=True` or `workdir=` is given.
 """
 
@@ -144,11 +146,14 @@ def _tune_budget(tune, inputs, quiet):
     return float(tune)
 
 
-def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False, workdir=None, keep_workdir=False, tune=None, reuse=None, dynamic=None):  # noqa: A001
+def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=None, workdir=None, keep_workdir=False, tune=None, reuse=None, dynamic=None):  # noqa: A001
     """Compile a module or function of tensors; returns a callable taking the
     same (user) inputs. `candidates`: how many distinct candidates to
     enumerate; `config`: a Triton schedule for the generated module
-    (default: its DEFAULT_CONFIG); `quiet`: no progress output; `workdir`:
+    (default: its DEFAULT_CONFIG); `quiet`: True for no progress output,
+False for the stages' INFO lines on stderr even when it is not a
+terminal, None (default) for them only on a terminal (`EFIR_LOG=info`
+shows them anyway; warnings and errors are shown either way); `workdir`:
     a folder for the intermediate files (kept); else a temporary folder,
     removed when compile returns or fails unless `keep_workdir`; `tune`:
     seconds of schedule tuning on the GPU (`efir.tune`: the best few
@@ -189,7 +194,8 @@ def compile(fn_or_module, example_inputs, candidates=8, config=None, quiet=False
     inputs = tuple(example_inputs)
     check_arguments(inputs, config)
     check_dtypes(module, inputs)
-    with _log.shown(not quiet):
+    with _log.shown(quiet is False or (quiet is None and _log.interactive())):
+        quiet = bool(quiet)
         if dynamic is not None:
             where = _family.parse_dynamic(dynamic, inputs)
             if _tune_budget(tune, inputs, True):

@@ -9,8 +9,8 @@
   (only WARNING and above, printed by the last-resort handler), so a
   successful compile prints nothing.
 - `shown(enabled)`: the `efir` logger's INFO records on stderr for a
-  while, as `efir.compile(..., quiet=False)` asks (its stages and how long
-  they took), where they are not shown already.
+  while, where they are not shown already: `efir.compile` asks for them
+  (its stages and how long they took) on a terminal, or with quiet=False.
 - `bar(...)`: a tqdm progress bar on stderr for long steps (tuning,
   compiling many candidates), drawn only when stderr is a terminal and
   tqdm is installed; otherwise a stand-in that draws nothing. `working(...)`:

@@ -61,13 +61,23 @@ def test_compile_matches_pytorch(name, make, inputs, tmp_path):
     assert rel(out, ref) <= 1e-2, (name, rel(out, ref))
 
 
-def test_progress_output_and_quiet(capsys, tmp_path):
+def test_progress_output_on_a_terminal_or_when_asked(capsys, tmp_path, monkeypatch):
     m = GatedMLP().half()
     x = torch.randn(2, 32).half()
+    stages = ("efir: INFO: saturate + compact done in", "efir: INFO: lower to Triton done in")
+    # by default, quiet on success where stderr is not a terminal (CI, logs)
     efir.compile(m, (x,), workdir=tmp_path / "a")
+    assert capsys.readouterr().err == ""
+    # quiet=False: the stages' lines anyway
+    efir.compile(m, (x,), quiet=False, workdir=tmp_path / "b")
     err = capsys.readouterr().err
-    assert "efir: INFO: saturate + compact done in" in err and "efir: INFO: lower to Triton done in" in err
-    efir.compile(m, (x,), quiet=True, workdir=tmp_path / "b")
+    assert all(s in err for s in stages), err
+    # on a terminal: the stages' lines by default, nothing with quiet=True
+    monkeypatch.setattr(efir.log, "interactive", lambda: True)
+    efir.compile(m, (x,), workdir=tmp_path / "c")
+    err = capsys.readouterr().err
+    assert all(s in err for s in stages), err
+    efir.compile(m, (x,), quiet=True, workdir=tmp_path / "d")
     assert capsys.readouterr().err == ""
 
 
