@@ -197,6 +197,8 @@ LOOPS = [
     ("lit-tests/TTIR/int-reduce.efir", "imax"),
     ("lit-tests/TTIR/int-reduce.efir", "ploop"),
     ("lit-tests/TTIR/tuples.efir", "stats"),
+    ("lit-tests/TTIR/own-blocks.efir", "twok"),
+    ("lit-tests/TTIR/own-blocks.efir", "sk"),
 ]
 
 

@@ -129,12 +129,33 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
 
     pub(super) fn block_of(&self, a: &str) -> R<u64> {
         let a = self.alias.get(a).map(String::as_str).unwrap_or(a);
+        if let Some(b) = self.own.get(a) {
+            return Ok(*b);
+        }
         Ok(self
             .p
             .axes
             .get(a)
             .ok_or_else(|| format!("unknown axis @{a}"))?
             .default)
+    }
+
+    /// The number of tiles of axis `a` in this kernel (at its own block,
+    /// where it has one).
+    pub(super) fn tiles_here(&self, a: &str) -> R<u64> {
+        let Some(b) = self.own.get(a) else {
+            return tiles(self.p, a);
+        };
+        let info = self
+            .p
+            .axes
+            .get(a)
+            .ok_or_else(|| format!("unknown axis @{a}"))?;
+        let ext = match &info.extent {
+            efir_triton::Extent::N(e) => *e,
+            efir_triton::Extent::Tiles(x) => tiles(self.p, x)?,
+        };
+        Ok(ext.div_ceil((*b).max(1)))
     }
 
     pub(super) fn dim(&mut self, ext: u64, axis: Option<&str>) -> R<(Bd<'c, 'm>, usize)> {

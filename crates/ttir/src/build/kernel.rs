@@ -174,6 +174,14 @@ pub(super) fn kernel(
                 sigs: efir_triton::signatures(p.module, f),
                 prods: Vec::new(),
                 narrow_states: None,
+                own: p
+                    .kernel_blocks
+                    .get(k.index)
+                    .into_iter()
+                    .flatten()
+                    .filter(|(a, _)| !k.grid.iter().any(|(g, _)| g == *a))
+                    .map(|(a, b)| (a.clone(), *b))
+                    .collect(),
                 heavy_first: heavy.clone(),
                 heavy: None,
             };

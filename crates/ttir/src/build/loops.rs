@@ -107,7 +107,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             acc_tys.push(self.ty(&ty_text(&shape, dtype_name(st)))?);
             acc_dims.push(dims);
         }
-        let nt = tiles(self.p, &axis)?;
+        let nt = self.tiles_here(&axis)?;
         // Causal tile skipping (see [`causal`]): not for a loop over an
         // axis bound outside it.
         let stop = match shadow {

@@ -277,6 +277,10 @@ struct Em<'c, 'm, 'p, 'a> {
     /// The tile states whose reduction keeps its unit dims (the loop's
     /// accumulators take them; see [`units`]).
     narrow_states: Option<ValueId>,
+    /// The kernel's own blocks of axes it only loops over (a schedule's or
+    /// the estimate's `BLOCK_<axis>__k<i>`, as the Python build launches
+    /// the kernel with); other axes take the plan's block.
+    own: HashMap<String, u64>,
     /// The grid axis whose later tiles start first (see [`Em::run`]).
     heavy_first: Option<String>,
     /// The grid axis tiling the queries of a causal loop, once one is
