@@ -218,6 +218,22 @@ impl<'m> Interp<'m> {
                     v.name
                 ));
             }
+            // A free symbolic extent (`|@dyn0|`, a family of sizes: no
+            // partition gives it) takes its size from the first input that
+            // has it; the others must agree.
+            if t.data.ndim() == ty.rank() {
+                for (i, d) in ty.shape.iter().enumerate() {
+                    if let Dim::Axis(a) = d {
+                        if self.extent(a).is_err() && !self.opts.tiles.contains_key(a) {
+                            self.set_extent(
+                                a,
+                                t.data.shape()[i],
+                                &format!("dim {i} of input `%{}`", v.name),
+                            )?;
+                        }
+                    }
+                }
+            }
             let shape: Vec<usize> = ty
                 .shape
                 .iter()
