@@ -272,7 +272,8 @@ pub fn greedy(
     }
     let mut popped = 0usize;
     loop {
-        if !stopped && popped.is_multiple_of(1024) && deadline.is_some_and(|d| Instant::now() >= d) {
+        if !stopped && popped.is_multiple_of(1024) && deadline.is_some_and(|d| Instant::now() >= d)
+        {
             stopped = true;
             // The classes offered so far, cheapest first, then the rest as
             // they become available.
