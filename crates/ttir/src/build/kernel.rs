@@ -182,6 +182,9 @@ pub(super) fn kernel(
                     .filter(|(a, _)| !k.grid.iter().any(|(g, _)| g == *a))
                     .map(|(a, b)| (a.clone(), *b))
                     .collect(),
+                rebase: None,
+                rebase_acc: None,
+                rebased: Vec::new(),
                 heavy_first: heavy.clone(),
                 heavy: None,
             };

@@ -205,7 +205,11 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         inner: usize,
     ) -> R<Vec<Value<'c, 'm>>> {
         self.narrow_states = Some(x);
+        // A repair over a maximum computes its tile states at the merged
+        // maximum (FA2's order, as the Python build; see [`Em::reduce`]).
+        self.rebase = accs.first().map(|a| (x, a.clone()));
         let xs = self.emit_val(x, inner_lay);
+        self.rebase = None;
         self.narrow_states = None;
         let xs = xs?.blocks();
         if xs.len() != accs.len() {

@@ -281,6 +281,16 @@ struct Em<'c, 'm, 'p, 'a> {
     /// the estimate's `BLOCK_<axis>__k<i>`, as the Python build launches
     /// the kernel with); other axes take the plan's block.
     own: HashMap<String, u64>,
+    /// The accumulator of a `par.reduce` loop's maximum state while its
+    /// tile states are computed (see [`Em::reduce_iteration`]): a repair
+    /// over a maximum computes its tile's states at the merged maximum.
+    rebase: Option<(ValueId, Blk<'c, 'm>)>,
+    /// [`Em::rebase`]'s accumulator, taken by the repair of that reduction
+    /// (see [`Em::tile_reduce_at`]).
+    rebase_acc: Option<Blk<'c, 'm>>,
+    /// Merged maxima (tile states rebased on an accumulator) and that
+    /// accumulator: their merge needs no repair of the tile's states.
+    rebased: Vec<(Value<'c, 'm>, Value<'c, 'm>)>,
     /// The grid axis whose later tiles start first (see [`Em::run`]).
     heavy_first: Option<String>,
     /// The grid axis tiling the queries of a causal loop, once one is

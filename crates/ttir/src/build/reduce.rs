@@ -96,12 +96,20 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         let a = op.operands[0];
         let la = self.reduce_input_layout(a, lay, d);
         let repair = matches!(r, Attr::Term(n, _) if n == "red.repair");
+        // The accumulator the tile states of `v` are to be rebased on.
+        let rebase = match self.rebase.take() {
+            Some((x, acc)) if x == v => Some(acc),
+            other => {
+                self.rebase = other;
+                None
+            }
+        };
         let xs = if repair {
             self.narrow_fields(a, &la, d)?
         } else {
             self.emit_val(a, &la)?.blocks()
         };
-        let states = self.tile_reduce(r, &xs, d)?;
+        let states = self.tile_reduce_at(r, &xs, d, rebase)?;
         self.finish(v, lay, states)
     }
 
@@ -142,6 +150,23 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             return out.pop().ok_or_else(|| "no state".into());
         }
         Ok(Val::Tup(out))
+    }
+
+    /// [`Em::tile_reduce`]; with `rebase` (a loop's maximum accumulator),
+    /// a repair over a maximum computes the tile's states at the merged
+    /// maximum `max(rebase, tile max)` instead of the tile's own (FA2's
+    /// order: the merge then repairs the accumulator only).
+    pub(super) fn tile_reduce_at(
+        &mut self,
+        r: &Attr,
+        xs: &[Blk<'c, 'm>],
+        d: usize,
+        rebase: Option<Blk<'c, 'm>>,
+    ) -> R<Vec<Blk<'c, 'm>>> {
+        let prev = std::mem::replace(&mut self.rebase_acc, rebase);
+        let out = self.tile_reduce(r, xs, d);
+        self.rebase_acc = prev;
+        out
     }
 
     /// Reduce blocks `xs` (the fields of one input) along dim `d` with
@@ -192,7 +217,21 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             "red.repair" => {
                 let (p, c, fname, _) = repair_parts(args).ok_or("malformed repair")?;
                 let ip = arity(p, &self.sigs).ok_or("malformed repair")?.inputs;
-                let s = self.tile_reduce(p, &xs[..ip.min(xs.len())], d)?;
+                let rebase = self.rebase_acc.take();
+                let mut s = self.tile_reduce(p, &xs[..ip.min(xs.len())], d)?;
+                let over_max = matches!(p, Attr::Term(n, _) if n == "red.max") && s.len() == 1;
+                if let (Some(acc), true) = (rebase, over_max) {
+                    // The merged maximum, in the tile state's shape.
+                    let t = s[0].clone();
+                    let depth = t.depth.max(acc.depth);
+                    let both = self.broadcast_all(vec![t.clone(), acc.clone()], depth)?;
+                    let (t, a) = (&both[0], &both[1]);
+                    let (op, _) = leaf_reducer_on("red.max", t.dt).ok_or("malformed reducer")?;
+                    let elt = dtype_name(t.dt);
+                    let m = self.val(depth, op, &[a.v, t.v], &ty_text(&t.shape(), elt), &[])?;
+                    self.rebased.push((m, acc.v));
+                    s = vec![self.with(t, m, t.dt)];
+                }
                 // f(x..., s...) over the tile, the producer's states
                 // broadcast along `d`; then the consumer over its results.
                 let x0 = xs.first().ok_or("a reduction of nothing")?;
@@ -438,6 +477,22 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 let np = arity(p, &self.sigs).ok_or("malformed repair")?.states;
                 let (s1, c1) = a.split_at(np.min(a.len()));
                 let (s2, c2) = b.split_at(np.min(b.len()));
+                // Tile states already at the merged maximum (rebased on the
+                // accumulator `s1`, see [`Em::tile_reduce_at`]): the merge's
+                // maximum is theirs, and their repair is the identity.
+                if let ([x1], [x2]) = (s1, s2) {
+                    if self
+                        .rebased
+                        .iter()
+                        .any(|(r, acc)| made_from(x2.v, *r) && *acc == x1.v)
+                    {
+                        let s = s2.to_vec();
+                        let args1: Vec<_> = c1.iter().chain(s1).chain(&s).cloned().collect();
+                        let c1 = self.inline(h, args1, depth, None)?;
+                        let cs = self.combine(c, &c1, c2, depth)?;
+                        return Ok(s.into_iter().chain(cs).collect());
+                    }
+                }
                 let s = self.combine(p, s1, s2, depth)?;
                 let args1: Vec<_> = c1.iter().chain(s1).chain(&s).cloned().collect();
                 let args2: Vec<_> = c2.iter().chain(s2).chain(&s).cloned().collect();
@@ -449,6 +504,30 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             _ => Err(format!(
                 "reducer `{r}` (not covered by the TTIR path; sum, max, min, their products and repairs are)"
             )),
+        }
+    }
+}
+
+/// Whether block value `v` is `m` under broadcasts, unit dims and
+/// reshapes.
+fn made_from(v: Value<'_, '_>, m: Value<'_, '_>) -> bool {
+    use melior::ir::ValueLike;
+    let target = m.to_raw().ptr;
+    let mut v = v;
+    loop {
+        if v.to_raw().ptr == target {
+            return true;
+        }
+        let Ok(r) = melior::ir::operation::OperationResult::try_from(v) else {
+            return false;
+        };
+        let op = r.owner();
+        let Ok(name) = op.name().as_string_ref().as_str().map(str::to_string) else {
+            return false;
+        };
+        match (name.as_str(), op.operand(0)) {
+            ("tt.broadcast" | "tt.expand_dims" | "tt.reshape", Ok(x)) => v = x,
+            _ => return false,
         }
     }
 }
