@@ -441,24 +441,30 @@ impl<'a> Enumerator<'a> {
                 |x| sc.loaded[x as usize],
                 &mut inputs,
             );
-            // A value computed with work that a read forces into memory is
-            // stored (the rule below: no other kernel computes it again),
-            // once it reaches no hole.
-            let m = self.mem.read[ci][ji];
-            if m != 0 {
-                for x in &self.kids[ci][ji] {
-                    let xi = *x as usize;
-                    if sc.loaded[xi] & m == 0 && sc.hreach(xi).iter().all(|w| *w == 0) {
-                        if sc.work[xi] {
-                            sc.stored.push(sc.memo[xi]);
-                        } else if m == memory::RESHAPE {
-                            invalid = true;
+            // (Only readers and the classes they read through views have
+            // `loaded` bits that matter: see `memory::Memory::relevant`.)
+            if self.mem.relevant[ci] {
+                // A value computed with work that a read forces into memory
+                // is stored (the rule below: no other kernel computes it
+                // again), once it reaches no hole; one without work (only
+                // loads and pointwise ops) that a splitting or merging
+                // reshape forces into memory is a copy kernel the view
+                // rules let the program avoid (moving the reshape to the
+                // loads), like the materializations ruled out below.
+                let m = self.mem.read[ci][ji];
+                if m != 0 {
+                    for x in &self.kids[ci][ji] {
+                        let xi = *x as usize;
+                        if sc.loaded[xi] & m == 0 && sc.hreach(xi).iter().all(|w| *w == 0) {
+                            if sc.work[xi] {
+                                sc.stored.push(sc.memo[xi]);
+                            } else if m == memory::RESHAPE {
+                                invalid = true;
+                            }
                         }
                     }
                 }
-            }
-            sc.loaded[ci] = self.loaded_bits(ci, ji, |x| sc.loaded[x as usize]);
-            if self.mem.relevant[ci] {
+                sc.loaded[ci] = self.loaded_bits(ci, ji, |x| sc.loaded[x as usize]);
                 sc.digest.push((c, sc.loaded[ci]));
             }
             // The value a key computes, for keys that reach no hole (a key

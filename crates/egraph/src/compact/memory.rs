@@ -116,25 +116,22 @@ impl Memory {
             pass.push(p);
             load.push(l);
         }
+        // Readers, what they read, and what those read through views (so
+        // that every class whose `loaded` bits are computed has its
+        // operands' computed too).
         let mut relevant = vec![false; n];
-        let mut stack: Vec<u32> = Vec::new();
-        for c in 0..n {
-            for j in 0..options[c].len() {
-                if read[c][j] != 0 {
-                    relevant[c] = true;
-                    stack.extend_from_slice(&kids[c][j]);
-                }
-            }
-        }
-        let mut seen = vec![false; n];
+        let mut stack: Vec<u32> = (0..n as u32)
+            .filter(|c| read[*c as usize].iter().any(|r| *r != 0))
+            .collect();
         while let Some(x) = stack.pop() {
             let xi = x as usize;
-            if std::mem::replace(&mut seen[xi], true) {
+            if std::mem::replace(&mut relevant[xi], true) {
                 continue;
             }
-            relevant[xi] = true;
             for j in 0..options[xi].len() {
-                if pass[xi][j] != 0 {
+                if read[xi][j] != 0 {
+                    stack.extend_from_slice(&kids[xi][j]);
+                } else if pass[xi][j] != 0 {
                     stack.extend(kids[xi][j].first().copied());
                 }
             }
