@@ -16,8 +16,8 @@ What is symbolic and what is not, today:
   merging, inserting or removing only the static dims around it, such as a
   norm's keepdim statistic `|@dyn0|` -> `|@dyn0|x1`; its verifier refuses
   a reshape that moves static dims across a symbolic extent or splits one,
-  E0404, which keeps such programs per shape). Compaction does not partition a symbolic extent
-  over a parallel axis, so the family's candidates never tile the batch:
+  E0404, which keeps such programs per shape). Compaction does not
+  partition a symbolic extent over a parallel axis, so the family's candidates never tile the batch:
   where a compile for one size tiles it (`@m8`), the family's kernels at
   that size are a different, valid plan (bench/gpu/family.py measures the
   difference).
