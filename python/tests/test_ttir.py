@@ -107,6 +107,24 @@ def test_triton_compiles_the_ttir(tmp_path):
         assert "ttgir" in c.asm and "ptx" in c.asm
 
 
+@pytest.mark.skipif(_translate() is None, reason="no efir-translate with the mlir feature (EFIR_TTIR_TRANSLATE)")
+def test_triton_compiles_streamed_splitk(tmp_path):
+    # A split-K kernel streaming its tiles of K in masked sub-blocks (an
+    # scf.for carrying the dot's accumulator) compiles for sm_90, the loop
+    # kept.
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+
+    subprocess.run([_translate(), "--to-ttir", str(ROOT / "lit-tests/TTIR/splitk-sub.efir"), "--func", "past",
+                    "--output-dir", str(tmp_path)], check=True)
+    m = json.loads((tmp_path / "past.ttir.json").read_text())
+    k = m["kernels"][0]
+    c = triton.compile(str(tmp_path / k["file"]), target=GPUTarget("cuda", 90, 32),
+                       options={"num_warps": k["num_warps"], "num_stages": k["num_stages"]})
+    assert c.name == "k0_c" and "ptx" in c.asm
+    assert "scf.for" in c.asm["ttgir"]
+
+
 CASES = [(f"examples/small/{w}.efir", w) for w in (
     "attn_decode", "attn_prefill", "gated_mlp", "layernorm_gemm", "lora", "ngpt", "rmsnorm_mlp", "rmsnorm_swiglu")] + [
     ("lit-tests/TTIR/matmul-k-loop.efir", "mm"),
@@ -199,6 +217,13 @@ LOOPS = [
     ("lit-tests/TTIR/tuples.efir", "stats"),
     ("lit-tests/TTIR/own-blocks.efir", "twok"),
     ("lit-tests/TTIR/own-blocks.efir", "sk"),
+    # Split-K tiles streamed in sub-blocks: one trip, one trip with an own
+    # block over the tile, four trips, and tiles passing K = 96 (own-blocks
+    # sk: K = 100).
+    ("lit-tests/TTIR/splitk-sub.efir", "one"),
+    ("lit-tests/TTIR/splitk-sub.efir", "clamp"),
+    ("lit-tests/TTIR/splitk-sub.efir", "trips"),
+    ("lit-tests/TTIR/splitk-sub.efir", "past"),
 ]
 
 

@@ -124,6 +124,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             size: 1,
             offs: self.range(1)?,
             ext: 1,
+            tile: 1,
         })
     }
 
@@ -164,11 +165,14 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 let (d, offs) = *self.bound.get(a).ok_or_else(|| {
                     format!("a value tiled by @{a} is needed where @{a} is neither a grid axis nor a loop")
                 })?;
+                let size = self.block_of(a)?;
+                let a = self.alias.get(a).map(String::as_str).unwrap_or(a);
                 Ok((
                     Bd {
-                        size: self.block_of(a)?,
+                        size,
                         offs,
                         ext,
+                        tile: self.streamed.get(a).copied().unwrap_or(size),
                     },
                     d,
                 ))
@@ -180,7 +184,15 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     ext.next_power_of_two().max(1)
                 };
                 let offs = self.range(size)?;
-                Ok((Bd { size, offs, ext }, 0))
+                Ok((
+                    Bd {
+                        size,
+                        offs,
+                        ext,
+                        tile: size,
+                    },
+                    0,
+                ))
             }
         }
     }

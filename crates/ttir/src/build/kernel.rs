@@ -182,6 +182,8 @@ pub(super) fn kernel(
                     .filter(|(a, _)| !k.grid.iter().any(|(g, _)| g == *a))
                     .map(|(a, b)| (a.clone(), *b))
                     .collect(),
+                streamed: HashMap::new(),
+                sub: None,
                 rebase: None,
                 rebase_acc: None,
                 rebased: Vec::new(),
@@ -284,7 +286,13 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 }
             }
         }
+        // A split-K program's matmul streams its tile of the collected
+        // axis in sub-blocks (see [`Em::collect_sub_loop`]).
+        self.sub = self.sub_loop_of(k)?.map(|(a, s)| (k.body, a, s));
         let blocks = self.emit_op(k.body, &lay)?.blocks();
+        if self.sub.is_some() {
+            return Err("the split-K matmul was not streamed".into());
+        }
         let leaves = leaf_shapes(self.p, f.ty(k.root))?;
         if leaves.len() != blocks.len() {
             return Err("the kernel's value and its buffer have different fields".into());

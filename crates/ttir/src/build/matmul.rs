@@ -45,59 +45,26 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             shape[r - 2..].to_vec()
         };
         let auto = format!("r{}", ea[ra - 1]);
-        let (x, depth) = if kax.is_none()
+        let sub = self.sub.take_if(|s| s.0 == v);
+        let (x, depth) = if let Some((_, a, sb)) = sub {
+            self.collect_sub_loop(v, &a, sb, (&la, &lb), &shape2, depth0)?
+        } else if kax.is_none()
             && ea[ra - 1] > AUTO_K
             && self.p.axes.contains_key(&auto)
             && !self.bound.contains_key(&auto)
         {
             // A K loop: scf.for over K tiles with an f32 accumulator.
-            let outer = self.scopes.len() - 1;
             let bk = self.block_of(&auto)?;
-            let nt = ea[ra - 1].div_ceil(bk) as i64;
-            let lb0 = self.const_i32(0, 0)?;
-            let ub = self.const_i32(0, nt)?;
-            let st = self.const_i32(0, 1)?;
-            let acc0 = self.splat_const(outer.max(depth0), 0.0, &shape2, DType::F32)?;
-            let acc_t = ty_text(&shape2, "f32");
-            let at = self.ty(&acc_t)?;
-            let i32t = self.ty("i32")?;
-            let region = Region::new();
-            region.append_block(Block::new(&[(i32t, self.loc), (at, self.loc)]));
-            let forop = OperationBuilder::new("scf.for", self.loc)
-                .add_operands(&[lb0, ub, st, acc0])
-                .add_results(&[at])
-                .add_regions([region])
-                .build()
-                .map_err(|e| format!("scf.for: {e}"))?;
-            let fref = self.place(outer, forop);
-            let body = fref
-                .region(0)
-                .map_err(|e| e.to_string())?
-                .first_block()
-                .ok_or("scf.for without a block")?;
-            self.scopes.push(Scope {
-                block: body,
-                anchor: Some(fref),
-            });
-            let inner = self.scopes.len() - 1;
-            let iv: Value = body.argument(0).map_err(|e| e.to_string())?.into();
-            let acc: Value = body.argument(1).map_err(|e| e.to_string())?.into();
+            let nt = ea[ra - 1].div_ceil(bk);
             la[ra - 1] = Some(auto.clone());
             lb[rb - 2] = Some(auto.clone());
-            let res = self
-                .bind(&auto, iv, inner)
-                .and_then(|_| self.product(v, &la, &lb, Some(acc), inner));
-            // Close the loop whatever happened, then report.
-            let yielded = match res {
-                Ok((x, _)) => self.op(inner, "scf.yield", &[x], &[], &[]).map(|_| ()),
-                Err(e) => Err(e),
-            };
+            let res = self.acc_loop(nt, &shape2, depth0, |em, iv, acc, inner| {
+                em.bind(&auto, iv, inner)?;
+                Ok(em.product(v, &la, &lb, Some(acc), inner)?.0)
+            });
             self.bound.remove(&auto);
-            self.memo.retain(|_, b| b.depth() < inner);
-            self.scopes.pop();
-            yielded?;
-            let out: Value = fref.result(0).map_err(|e| e.to_string())?.into();
-            (out, outer.max(depth0))
+            self.idx.remove(&auto);
+            res?
         } else {
             let (x, d) = self.product(v, &la, &lb, None, 0)?;
             (x, d.max(depth0))
@@ -315,5 +282,148 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         let s = self.tt_reduce(&pb, 1, "arith.addf")?;
         let d = self.val(depth, "arith.addf", &[acc, s], &ft, &[])?;
         Ok((d, depth))
+    }
+
+    /// An `scf.for` of `trips` iterations at the current scope carrying an
+    /// f32 accumulator of `shape` (started at zero, at depth `depth0` or
+    /// the scope's): `body` computes an iteration's new accumulator from
+    /// the induction variable and the accumulator, inside the loop (at the
+    /// depth it is given). The loop's result and its depth.
+    fn acc_loop(
+        &mut self,
+        trips: u64,
+        shape: &[u64],
+        depth0: usize,
+        body: impl FnOnce(&mut Self, Value<'c, 'm>, Value<'c, 'm>, usize) -> R<Value<'c, 'm>>,
+    ) -> R<(Value<'c, 'm>, usize)> {
+        let outer = self.scopes.len() - 1;
+        let lb0 = self.const_i32(0, 0)?;
+        let ub = self.const_i32(0, trips as i64)?;
+        let st = self.const_i32(0, 1)?;
+        let acc0 = self.splat_const(outer.max(depth0), 0.0, shape, DType::F32)?;
+        let at = self.ty(&ty_text(shape, "f32"))?;
+        let i32t = self.ty("i32")?;
+        let region = Region::new();
+        region.append_block(Block::new(&[(i32t, self.loc), (at, self.loc)]));
+        let forop = OperationBuilder::new("scf.for", self.loc)
+            .add_operands(&[lb0, ub, st, acc0])
+            .add_results(&[at])
+            .add_regions([region])
+            .build()
+            .map_err(|e| format!("scf.for: {e}"))?;
+        let fref = self.place(outer, forop);
+        let blk = fref
+            .region(0)
+            .map_err(|e| e.to_string())?
+            .first_block()
+            .ok_or("scf.for without a block")?;
+        self.scopes.push(Scope {
+            block: blk,
+            anchor: Some(fref),
+        });
+        let inner = self.scopes.len() - 1;
+        let iv: Value = blk.argument(0).map_err(|e| e.to_string())?.into();
+        let acc: Value = blk.argument(1).map_err(|e| e.to_string())?.into();
+        // Close the loop whatever happened, then report.
+        let yielded = body(self, iv, acc, inner)
+            .and_then(|x| self.op(inner, "scf.yield", &[x], &[], &[]).map(|_| ()));
+        self.memo.retain(|_, b| b.depth() < inner);
+        self.scopes.pop();
+        yielded?;
+        let out: Value = fref.result(0).map_err(|e| e.to_string())?.into();
+        Ok((out, outer.max(depth0)))
+    }
+
+    /// The collected axis of a split-K kernel whose matmul streams its
+    /// tile in sub-blocks, and the sub-block, as the Python build's
+    /// (crates/triton `collect_sub_loop`): a `par.collect` kernel over a
+    /// grid axis with no dim in its buffer whose body is a matmul (its
+    /// partial sums over the axis). The sub-block is the kernel's own block
+    /// of the axis (`BLOCK_<axis>__k<i>`, a schedule's or the estimate's),
+    /// at most the axis's block (as the Python host's `SUB_<axis>`).
+    pub(super) fn sub_loop_of(&self, k: &Kernel) -> R<Option<(String, u64)>> {
+        let f = self.p.func;
+        let Some((a, _)) = k
+            .grid
+            .iter()
+            .find(|(_, d)| d.is_none())
+            .filter(|_| k.collect)
+        else {
+            return Ok(None);
+        };
+        let x = k.body;
+        let matmul = !self.p.buffer[x.index()]
+            && self.p.def[x.index()]
+                .is_some_and(|i| matches!(f.ops[i].name.as_str(), "tile.matmul" | "tensor.matmul"))
+            && f.ty(x).as_tensor().is_some();
+        if !matmul {
+            return Ok(None);
+        }
+        let bk = self.block_of(a)?;
+        let own = self
+            .p
+            .kernel_blocks
+            .get(k.index)
+            .and_then(|b| b.get(a))
+            .copied()
+            .unwrap_or(bk);
+        Ok(Some((a.clone(), own.min(bk))))
+    }
+
+    /// The f32 product of split-K matmul `v` (tiled `la`, `lb`; its
+    /// result's block `shape`) as a loop over sub-blocks of `sb` elements
+    /// of the program's tile of the collected axis `a`, accumulated in f32
+    /// (the Python build's `for i_sub in range(0, BLOCK // SUB)`): inside,
+    /// `a` is bound to offsets `idx * BLOCK + i * SUB + range(SUB)`, masked
+    /// where the tile passes the extent, and what was computed from the
+    /// grid's binding of `a` is hidden. A long tile is then streamed in
+    /// register-sized blocks; with `sb` the whole tile the loop makes one
+    /// trip.
+    fn collect_sub_loop(
+        &mut self,
+        v: ValueId,
+        a: &str,
+        sb: u64,
+        (la, lb): (&Layout, &Layout),
+        shape: &[u64],
+        depth0: usize,
+    ) -> R<(Value<'c, 'm>, usize)> {
+        let bk = self.block_of(a)?;
+        if sb == 0 || bk % sb != 0 {
+            return Err(format!(
+                "sub-blocks of {sb} elements do not divide the tiles of @{a} ({bk})"
+            ));
+        }
+        let trips = bk / sb;
+        let grid = *self.bound.get(a).ok_or("the collected axis is not bound")?;
+        let gidx = *self
+            .idx
+            .get(a)
+            .ok_or("the collected axis has no tile index")?;
+        // The first sub-block of the program's tile, at blocks of `sb`.
+        let outer = self.scopes.len() - 1;
+        let c = self.const_i32(0, trips as i64)?;
+        let first = self.val(grid.0.max(outer), "arith.muli", &[gidx, c], "i32", &[])?;
+        let memo = self.memo.clone();
+        self.memo.retain(|_, x| x.depth() < grid.0);
+        let prev = self.own.insert(a.to_string(), sb);
+        self.streamed.insert(a.to_string(), bk);
+        let res = self.acc_loop(trips, shape, depth0, |em, iv, acc, inner| {
+            let j = em.val(inner, "arith.addi", &[first, iv], "i32", &[])?;
+            em.bind(a, j, inner)?;
+            Ok(em.product(v, la, lb, Some(acc), inner)?.0)
+        });
+        match prev {
+            Some(b) => self.own.insert(a.to_string(), b),
+            None => self.own.remove(a),
+        };
+        self.streamed.remove(a);
+        self.bound.insert(a.to_string(), grid);
+        self.idx.insert(a.to_string(), gidx);
+        let fresh = std::mem::replace(&mut self.memo, memo);
+        for (k, x) in fresh {
+            self.memo.entry(k).or_insert(x);
+        }
+        res
     }
 }

@@ -191,11 +191,16 @@ struct Bd<'c, 'm> {
     size: u64,
     offs: Value<'c, 'm>,
     ext: u64,
+    /// The length of the tile the block lies in: its size, or the tile of
+    /// a grid axis that a loop streams in sub-blocks of `size` (see
+    /// [`Em::collect_sub_loop`]); the block is even where its tiles are.
+    tile: u64,
 }
 
 impl Bd<'_, '_> {
     fn even(&self) -> bool {
-        self.ext.is_multiple_of(self.size) && self.size <= self.ext
+        let t = self.tile.max(self.size);
+        self.ext.is_multiple_of(t) && t <= self.ext
     }
 }
 
@@ -281,6 +286,12 @@ struct Em<'c, 'm, 'p, 'a> {
     /// the estimate's `BLOCK_<axis>__k<i>`, as the Python build launches
     /// the kernel with); other axes take the plan's block.
     own: HashMap<String, u64>,
+    /// Grid axes whose tile a loop streams in sub-blocks, while it does
+    /// (the axis's own block is then the sub-block's): their tiles' length.
+    streamed: HashMap<String, u64>,
+    /// The split-K matmul to stream (see [`Em::collect_sub_loop`]): the
+    /// kernel's body, the collected axis and its sub-block.
+    sub: Option<(ValueId, String, u64)>,
     /// The accumulator of a `par.reduce` loop's maximum state while its
     /// tile states are computed (see [`Em::reduce_iteration`]): a repair
     /// over a maximum computes its tile's states at the merged maximum.
