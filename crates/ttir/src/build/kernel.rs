@@ -289,6 +289,25 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         // A split-K program's matmul streams its tile of the collected
         // axis in sub-blocks (see [`Em::collect_sub_loop`]).
         self.sub = self.sub_loop_of(k)?.map(|(a, s)| (k.body, a, s));
+        // Its own block of any other grid axis is refused, as the Python
+        // host refuses it.
+        let i = k.index;
+        if let Some(a) = self
+            .p
+            .kernel_blocks
+            .get(i)
+            .into_iter()
+            .flatten()
+            .find(|(a, _)| {
+                k.grid.iter().any(|(g, _)| g == *a) && self.sub.as_ref().map(|s| &s.1) != Some(*a)
+            })
+            .map(|(a, _)| a)
+        {
+            return Err(format!(
+                "schedule entry `BLOCK_{}__k{i}`: kernel {i} does not only loop over @{a}, so it cannot take a block of its own",
+                efir_triton::py_ident(a)
+            ));
+        }
         let blocks = self.emit_op(k.body, &lay)?.blocks();
         if self.sub.is_some() {
             return Err("the split-K matmul was not streamed".into());
