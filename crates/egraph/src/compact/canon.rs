@@ -446,21 +446,16 @@ impl<'a> Enumerator<'a> {
             if self.mem.relevant[ci] {
                 // A value computed with work that a read forces into memory
                 // is stored (the rule below: no other kernel computes it
-                // again), once it reaches no hole; one without work (only
-                // loads and pointwise ops) that a splitting or merging
-                // reshape forces into memory is a copy kernel the view
-                // rules let the program avoid (moving the reshape to the
-                // loads), like the materializations ruled out below.
+                // again), once it reaches no hole.
                 let m = self.mem.read[ci][ji];
                 if m != 0 {
                     for x in &self.kids[ci][ji] {
                         let xi = *x as usize;
-                        if sc.loaded[xi] & m == 0 && sc.hreach(xi).iter().all(|w| *w == 0) {
-                            if sc.work[xi] {
-                                sc.stored.push(sc.memo[xi]);
-                            } else if m == memory::RESHAPE {
-                                invalid = true;
-                            }
+                        if sc.loaded[xi] & m == 0
+                            && sc.work[xi]
+                            && sc.hreach(xi).iter().all(|w| *w == 0)
+                        {
+                            sc.stored.push(sc.memo[xi]);
                         }
                     }
                 }
