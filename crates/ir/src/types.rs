@@ -210,6 +210,21 @@ impl Type {
         }
     }
 
+    /// The dims of a tensor type other than those of extent 1 (none for a
+    /// tuple): two types whose non-unit dims differ are not a reshape that
+    /// only inserts or removes unit dims, but one that splits or merges.
+    pub fn non_unit_dims(&self) -> Vec<Dim> {
+        self.as_tensor()
+            .map(|t| {
+                t.shape
+                    .iter()
+                    .filter(|d| **d != Dim::Static(1))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The tensor fields in order (a tensor is its own single field).
     pub fn leaves(&self) -> Vec<&TensorType> {
         match self {

@@ -269,17 +269,5 @@ fn all_static(f: &Func, v: ValueId) -> bool {
 /// Whether reshaping `a` to `r` splits or merges dims (beyond adding or
 /// dropping dims of extent 1).
 fn splits_or_merges(f: &Func, a: ValueId, r: ValueId) -> bool {
-    let non_unit = |v: ValueId| -> Vec<Dim> {
-        f.ty(v)
-            .as_tensor()
-            .map(|t| {
-                t.shape
-                    .iter()
-                    .filter(|d| **d != Dim::Static(1))
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    non_unit(a) != non_unit(r)
+    f.ty(a).non_unit_dims() != f.ty(r).non_unit_dims()
 }

@@ -55,18 +55,8 @@ fn all_static(t: Option<&efir_ir::Type>) -> bool {
 /// Whether reshaping a value of type `a` to `r` splits or merges dims
 /// (beyond adding or dropping dims of extent 1), as the lowering decides.
 fn splits_or_merges(a: Option<&efir_ir::Type>, r: Option<&efir_ir::Type>) -> bool {
-    let non_unit = |t: Option<&efir_ir::Type>| -> Vec<Dim> {
-        t.and_then(efir_ir::Type::as_tensor)
-            .map(|t| {
-                t.shape
-                    .iter()
-                    .filter(|d| **d != Dim::Static(1))
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    non_unit(a) != non_unit(r)
+    let dims = |t: Option<&efir_ir::Type>| t.map(efir_ir::Type::non_unit_dims).unwrap_or_default();
+    dims(a) != dims(r)
 }
 
 impl Memory {
