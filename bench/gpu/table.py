@@ -8,7 +8,7 @@ import json
 import sys
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from run import table  # noqa: E402
+from results_md import table  # noqa: E402  (plain Python: no torch needed)
 
 ORDER = ["rmsnorm_mlp", "rmsnorm_swiglu", "gated_mlp", "layernorm_gemm", "lora", "ngpt", "attn_decode", "attn_prefill"]
 
