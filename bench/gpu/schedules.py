@@ -7,6 +7,10 @@ import math
 import pathlib
 import random
 import re
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
+from efir.tune import whole_rows  # noqa: E402  (plain Python, no torch)
 
 
 MAX_BLOCK = 256  # sampled BLOCK_* values at most this (or a domain's smallest)
@@ -43,7 +47,8 @@ def sample_configs(default, space, seed, n, kernels=None):
     in STAGES; a random sample whose kernel tiles (the product of the BLOCK_*
     values each kernel uses, see kernel_blocks; of all BLOCK_* keys where
     kernels is None) exceed MAX_TILE elements is left out. The structured
-    points: the default with num_stages 3 and 4, with num_warps 8 (the
+    points: the whole-row schedules (efir.tune.whole_rows), the default with
+    num_stages 3 and 4, with num_warps 8 (the
     default's blocks, kept whatever their tiles), and every BLOCK_* at
     min(its largest value <= MAX_BLOCK, cap) for caps 128, 64, 32 with
     num_warps 8 and num_stages 3 (left out like a sample past MAX_TILE)."""
@@ -71,6 +76,8 @@ def sample_configs(default, space, seed, n, kernels=None):
         out.append(c)
 
     add(default, check=False)
+    for c in whole_rows(default, space):
+        add(c, check=False)
     for s in (3, 4):
         add({**default, "num_stages": s}, check=False)
     if 8 in wdom:

@@ -127,6 +127,10 @@ struct KernelEmitter<'p, 'a> {
     loads: IndexSet<(ValueId, usize)>,
     /// The loop axis of each scope below the kernel's top level.
     loops: Vec<String>,
+    /// The number of each of those loops (see [`Work::nest`]), and how many
+    /// loops the kernel has opened.
+    nest: Vec<usize>,
+    opened: usize,
     /// Memory traffic and matmul work, for the static estimate.
     work: Vec<Work>,
     /// The tile index variable of each bound axis.
@@ -193,6 +197,9 @@ struct Work {
     bytes: u64,
     sizes: Vec<String>,
     loops: Vec<String>,
+    /// The loops of `loops`, each by its number in the kernel: two loops
+    /// over one axis one after the other are two nests, not one.
+    nest: Vec<usize>,
     flops: bool,
 }
 
@@ -282,6 +289,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             n: 0,
             loads: IndexSet::new(),
             loops: Vec::new(),
+            nest: Vec::new(),
+            opened: 0,
             work: Vec::new(),
             idx: HashMap::new(),
             live: HashMap::new(),

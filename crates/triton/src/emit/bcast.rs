@@ -217,6 +217,7 @@ impl KernelEmitter<'_, '_> {
             bytes: 2,
             sizes,
             loops: self.loops[..depth.min(self.loops.len())].to_vec(),
+            nest: self.nest[..depth.min(self.loops.len())].to_vec(),
             flops: true,
         });
         Some(t)

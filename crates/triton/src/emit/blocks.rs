@@ -267,6 +267,7 @@ impl KernelEmitter<'_, '_> {
                 bytes: dtype_bytes(l.dtype),
                 sizes: dims.iter().map(|d| d.size.clone()).collect(),
                 loops: self.loops[..depth].to_vec(),
+                nest: self.nest[..depth].to_vec(),
                 flops: false,
             });
             self.note_load(&var, &name, &exts, &dims, l.dtype, depth);

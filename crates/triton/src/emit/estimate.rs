@@ -153,8 +153,9 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         };
         let programs: f64 = k.grid.iter().map(|a| tiles(a)).product();
         let (mut bytes, mut flops, mut dot_s) = (0.0, 0.0, 0.0);
-        // Trips of each loop nest a program runs (one entry per nest).
-        let mut nests: Vec<(Vec<String>, f64)> = Vec::new();
+        // Trips of each loop nest a program runs (one entry per nest; loops
+        // one after another are separate nests, even over one axis).
+        let mut nests: Vec<(Vec<usize>, f64)> = Vec::new();
         for w in &k.work {
             // A causally clipped loop runs about half its tiles on average.
             let trips: f64 = w
@@ -175,10 +176,10 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                     }
                 })
                 .product();
-            if !w.loops.is_empty() {
-                match nests.iter_mut().find(|(l, _)| *l == w.loops) {
+            if !w.nest.is_empty() {
+                match nests.iter_mut().find(|(l, _)| *l == w.nest) {
                     Some((_, t)) => *t = t.max(trips),
-                    None => nests.push((w.loops.clone(), trips)),
+                    None => nests.push((w.nest.clone(), trips)),
                 }
             }
             let elems: f64 = w.sizes.iter().map(|s| size(s)).product();

@@ -123,6 +123,7 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
             bytes: dtype_bytes(l.dtype),
             sizes: b.dims.iter().map(|d| d.size.clone()).collect(),
             loops: Vec::new(),
+            nest: Vec::new(),
             flops: false,
         });
     }

@@ -38,6 +38,8 @@ impl KernelEmitter<'_, '_> {
         });
         let inner = self.top();
         self.loops.push(name);
+        self.opened += 1;
+        self.nest.push(self.opened);
         self.bind(axis, &i, inner);
         inner
     }
@@ -60,6 +62,7 @@ impl KernelEmitter<'_, '_> {
             *n -= 1;
         }
         self.loops.pop();
+        self.nest.pop();
         self.offs.retain(|_, (_, d)| *d < inner);
         self.memo.retain(|_, x| x.depth() < inner);
         Ok(())
@@ -85,10 +88,12 @@ impl KernelEmitter<'_, '_> {
         let offs = self.offs.clone();
         let memo = self.memo.clone();
         let loops = self.loops.clone();
+        let nest = self.nest.clone();
         self.bound.retain(|_, d| *d <= outer);
         self.offs.retain(|_, (_, d)| *d <= outer);
         self.memo.retain(|_, x| x.depth() <= outer);
         self.loops.truncate(outer);
+        self.nest.truncate(outer);
         let r = self.par_reduce_here(v, lay);
         let fresh: Vec<_> = self.memo.drain().collect();
         self.scopes.extend(scopes);
@@ -97,6 +102,7 @@ impl KernelEmitter<'_, '_> {
         self.offs = offs;
         self.memo = memo;
         self.loops = loops;
+        self.nest = nest;
         for (k, x) in fresh {
             self.memo.entry(k).or_insert(x);
         }
@@ -359,6 +365,8 @@ impl KernelEmitter<'_, '_> {
         });
         let inner = self.top();
         self.loops.push(format!("{a}/sub"));
+        self.opened += 1;
+        self.nest.push(self.opened);
         *self.live.entry(a.to_string()).or_default() += 1;
         self.n += 1;
         let offs = format!("offs{}_{id}", self.n);

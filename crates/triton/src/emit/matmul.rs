@@ -227,6 +227,7 @@ impl KernelEmitter<'_, '_> {
             bytes: 2,
             sizes,
             loops: self.loops[..depth].to_vec(),
+            nest: self.nest[..depth].to_vec(),
             flops: true,
         });
         let e = if unit_batch(&xa) && unit_batch(&xb) {

@@ -152,6 +152,7 @@ impl KernelEmitter<'_, '_> {
                         .map(|(b, u)| if *u { "1".into() } else { b.size.clone() })
                         .collect(),
                     loops: self.loops[..depth.min(self.loops.len())].to_vec(),
+                    nest: self.nest[..depth.min(self.loops.len())].to_vec(),
                     flops: false,
                 });
                 let (fun, ident) = if name == "red.sum" {

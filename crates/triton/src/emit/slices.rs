@@ -206,6 +206,7 @@ impl KernelEmitter<'_, '_> {
             bytes: dtype_bytes(t.dtype),
             sizes: dims.iter().map(|d| d.size.clone()).collect(),
             loops: self.loops[..depth].to_vec(),
+            nest: self.nest[..depth].to_vec(),
             flops: false,
         });
         Ok(var)
@@ -254,6 +255,7 @@ impl KernelEmitter<'_, '_> {
             bytes: dtype_bytes(t.dtype),
             sizes: dims.iter().map(|d| d.size.clone()).collect(),
             loops: self.loops[..depth].to_vec(),
+            nest: self.nest[..depth].to_vec(),
             flops: false,
         });
         Ok(var)

@@ -133,6 +133,7 @@ impl KernelEmitter<'_, '_> {
             bytes: dtype_bytes(dtype),
             sizes: dims.iter().map(|d| d.size.clone()).collect(),
             loops: self.loops[..depth].to_vec(),
+            nest: self.nest[..depth].to_vec(),
             flops: false,
         });
         let _ = v;
