@@ -411,3 +411,50 @@ def test_split_k_tiles_streamed_in_sub_blocks(tmp_path):
         config = {"BLOCK_k": tile, "BLOCK_k__k0": sub}
         errs = h.check_module(py, src, fname, tmp_path / "ref", config=config)
         assert max(errs) <= TOL, (config, errs)
+
+
+STAT_LOOPS = """
+func @lg(%x: tensor<3x100xf32>, %w: tensor<100x24xf32>) -> tensor<3x24xf32> {
+  %xm = par.partition<0, @m> %x : tensor<3x100xf32, @m: part(0)>
+  %xk = par.partition<1, @k> %xm : tensor<3x100xf32, @k: part(1), @m: part(0)>
+  %s = tensor.reduce<#red.sum, 1> %xk : tensor<3xf32, @k: partial(#red.sum), @m: part(0)>
+  %sm = par.reduce<#red.sum, @k> %s : tensor<3xf32, @m: part(0)>
+  %m1 = tensor.reshape %sm : tensor<3x1xf32, @m: part(0)>
+  %n = tensor.full<100.0> : tensor<f32, @m: repl>
+  %mean = ew.div %m1, %n : tensor<3x1xf32, @m: part(0)>
+  %xc = ew.sub %xm, %mean : tensor<3x100xf32, @m: part(0)>
+  %sq = ew.mul %xc, %xc : tensor<3x100xf32, @m: part(0)>
+  %sqk = par.partition<1, @k> %sq : tensor<3x100xf32, @k: part(1), @m: part(0)>
+  %v = tensor.reduce<#red.sum, 1> %sqk : tensor<3xf32, @k: partial(#red.sum), @m: part(0)>
+  %vs = par.reduce<#red.sum, @k> %v : tensor<3xf32, @m: part(0)>
+  %vs1 = tensor.reshape %vs : tensor<3x1xf32, @m: part(0)>
+  %var = ew.div %vs1, %n : tensor<3x1xf32, @m: part(0)>
+  %r = ew.rsqrt %var : tensor<3x1xf32, @m: part(0)>
+  %h = ew.mul %xc, %r : tensor<3x100xf32, @m: part(0)>
+  %hk = par.partition<1, @k> %h : tensor<3x100xf32, @k: part(1), @m: part(0)>
+  %wm = par.replicate<@m> %w : tensor<100x24xf32, @m: repl>
+  %wk = par.partition<0, @k> %wm : tensor<100x24xf32, @k: part(0), @m: repl>
+  %p = tile.matmul %hk, %wk : tensor<3x24xf32, @k: partial(#red.sum), @m: part(0)>
+  %ym = par.reduce<#red.sum, @k> %p : tensor<3x24xf32, @m: part(0)>
+  %y = par.combine<0, @m> %ym : tensor<3x24xf32>
+  return %y : tensor<3x24xf32>
+}
+"""
+
+
+def test_statistics_loops_take_blocks_of_their_own(tmp_path):
+    """A kernel that loops over @k for a normalization's mean and variance
+    and again for the matmul over @k: the statistics loops run on blocks of
+    their own (`BLOCK_k__r0`, default the kernel's block of @k), right with
+    blocks above, equal to and below the matmul's and past the extent (100
+    is no multiple of them)."""
+    src = tmp_path / "lg.efir"
+    src.write_text(STAT_LOOPS)
+    (py, mod, fname), = translate(src, tmp_path / "py")
+    text = py.read_text()
+    assert text.count("in range(0, RNT_k):") == 2 and text.count("in range(0, NT_k):") == 1
+    assert "BLOCK_k__r0" in mod.CONFIG_SPACE
+    for k, rb in ((16, 128), (32, 32), (64, 16), (128, 64)):
+        config = {"BLOCK_k": k, "BLOCK_k__r0": rb}
+        errs = h.check_module(py, src, fname, tmp_path / "ref", config=config)
+        assert max(errs) <= TOL, (config, errs)

@@ -99,6 +99,10 @@ def test_samples_include_whole_rows_where_a_domain_holds_them():
     # Matmul dims (domains up to 1024) get no whole-row points.
     mm = {"BLOCK_k4096": [64, 1024], "num_warps": [4, 8], "num_stages": [2]}
     assert tune.whole_rows({"BLOCK_k4096": 64, "num_warps": 4, "num_stages": 2}, mm) == []
+    # A kernel's statistics loops (beside its matmul's K loop) in one block.
+    st = {**mm, "BLOCK_k4096__r0": [16, 64, 1024]}
+    d = {"BLOCK_k4096": 64, "BLOCK_k4096__r0": 64, "num_warps": 4, "num_stages": 2}
+    assert tune.whole_rows(d, st)[0] == {**d, "BLOCK_k4096__r0": 1024, "num_warps": 8}
 
 
 def test_timing_rotates_inputs_that_would_sit_in_l2():
@@ -322,6 +326,28 @@ def test_structure_of_emitted_split_k_candidates(tmp_path):
             assert all(set(g).isdisjoint(st["shaping"]) for g in gs[1:])
             assert len(gs) >= 3  # shared, then each kernel's own blocks
     assert found, "no split-k candidate among the first four"
+
+
+def test_own_and_statistics_blocks_belong_to_their_kernel(tmp_path):
+    """A kernel's own block of an axis (`BLOCK_k__k0`) and its statistics
+    loops' block (`BLOCK_k__r0`) are read into host variables before the
+    launch: they are that kernel's parameters, not inert ones."""
+    sys.path.insert(0, str(ROOT / "python" / "tests"))
+    import triton_harness as h
+
+    lit = ROOT / "lit-tests" / "Translate"
+    for src_file, func, key in (("triton-kernel-blocks.efir", "@twok", "BLOCK_k__k0"),
+                                ("triton-stat-blocks.efir", "@lg", "BLOCK_k__r0")):
+        out = tmp_path / f"{func[1:]}.py"
+        h.sh(h.tool("efir-translate"), "--to-triton", str(lit / src_file), "--func", func, "-o", str(out))
+        src = out.read_text()
+        ns = {}
+        exec(src.split("\nINPUTS = [")[0], ns)
+        space = ns["CONFIG_SPACE"]
+        st = tune.structure(src, space)
+        assert key not in st["inert"]
+        assert key in st["kernels"][0][1]
+        assert all(key not in keys for _, keys in st["kernels"][1:])
 
 
 def test_search_tunes_one_kernel_at_a_time():

@@ -131,6 +131,12 @@ struct KernelEmitter<'p, 'a> {
     /// loops the kernel has opened.
     nest: Vec<usize>,
     opened: usize,
+    /// Axes whose loops without a matmul run on blocks of their own
+    /// (`RB_<axis>`, see [`Plan::stat_blocks`]).
+    stat_axes: IndexSet<String>,
+    /// Each plain (not causally clipped) reduction loop the kernel opened:
+    /// its axis and whether it accumulates matmul products.
+    loop_kinds: Vec<(String, bool)>,
     /// Memory traffic and matmul work, for the static estimate.
     work: Vec<Work>,
     /// The tile index variable of each bound axis.
@@ -291,6 +297,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             loops: Vec::new(),
             nest: Vec::new(),
             opened: 0,
+            stat_axes: IndexSet::new(),
+            loop_kinds: Vec::new(),
             work: Vec::new(),
             idx: HashMap::new(),
             live: HashMap::new(),
@@ -361,6 +369,11 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
 
     /// Bind axis `a` to tile index `idx` at `depth`.
     fn bind(&mut self, a: &str, idx: &str, depth: usize) {
+        self.bind_block(a, idx, depth, None);
+    }
+
+    /// [`Self::bind`], on blocks of `block` (a loop's own) if given.
+    fn bind_block(&mut self, a: &str, idx: &str, depth: usize, block: Option<String>) {
         let id = py_ident(a);
         // An axis bound again while another binding of it is live (a loop
         // over a grid axis, or over the axis of an enclosing loop, hoisted
@@ -373,8 +386,11 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             format!("offs_{id}")
         };
         *self.live.entry(a.to_string()).or_default() += 1;
-        let b = self.block_of(a);
+        let b = block.clone().unwrap_or_else(|| self.block_of(a));
         self.line(depth, format!("{var} = {idx} * {b} + tl.arange(0, {b})"));
+        if let Some(b) = block {
+            self.sub_block.insert(var.clone(), b);
+        }
         self.set_binding(a, (depth, Some(idx.to_string()), Some((var, depth))));
     }
 

@@ -197,6 +197,12 @@ pub struct Plan<'a> {
     /// (a statistics kernel's one long loop over a row whose axis another
     /// kernel splits finely).
     pub kernel_blocks: Vec<IndexMap<String, u64>>,
+    /// Per kernel (launch order), blocks of the statistics loops over an
+    /// axis (`BLOCK_<axis>__r<i>` of a configuration): where a kernel loops
+    /// over an axis both for a matmul's K and for a reduction without a
+    /// matmul (a normalization's mean and variance before the projection),
+    /// the latter loops may take longer blocks than the matmul's K loop.
+    pub stat_blocks: Vec<IndexMap<String, u64>>,
 }
 
 /// The legal `num_warps` values of a configuration.

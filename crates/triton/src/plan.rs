@@ -211,7 +211,11 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
         // row a statistic reduces) may take a whole row of up to
         // [`WHOLE_ROW`] in one block (ngpt at B=1: one trip over 4096
         // measured 1.85 us, four trips of 1024 4.2 us).
-        let cap = if dot_axes.contains(a) { 1024 } else { WHOLE_ROW };
+        let cap = if dot_axes.contains(a) {
+            1024
+        } else {
+            WHOLE_ROW
+        };
         let mut b = lo;
         while b <= top.max(lo) && b <= cap {
             d.push(b);
@@ -308,10 +312,12 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
         kernel_warps: Vec::new(),
         kernel_stages: Vec::new(),
         kernel_blocks: Vec::new(),
+        stat_blocks: Vec::new(),
     };
     p.kernel_warps = vec![None; p.kernels.len()];
     p.kernel_stages = vec![None; p.kernels.len()];
     p.kernel_blocks = vec![IndexMap::new(); p.kernels.len()];
+    p.stat_blocks = vec![IndexMap::new(); p.kernels.len()];
     apply_schedule(&mut p)?;
     Ok(p)
 }

@@ -46,12 +46,18 @@ pub(crate) fn apply_schedule(p: &mut Plan<'_>) -> Result<(), String> {
             continue;
         }
         // `BLOCK_<axis>__k<i>`: one kernel's block of an axis it only loops
-        // over (checked against the kernel when the module is emitted).
-        if let Some((axis, i)) = k
-            .strip_prefix("BLOCK_")
-            .and_then(|r| r.rsplit_once("__k"))
-            .and_then(|(a, i)| Some((a, i.parse::<usize>().ok()?)))
-            .filter(|(_, i)| *i < p.kernels.len())
+        // over; `BLOCK_<axis>__r<i>`: of its statistics loops over it
+        // (both checked against the kernel when the module is emitted).
+        let own = |sep: &str| {
+            k.strip_prefix("BLOCK_")
+                .and_then(|r| r.rsplit_once(sep))
+                .and_then(|(a, i)| Some((a, i.parse::<usize>().ok()?)))
+                .filter(|(_, i)| *i < p.kernels.len())
+        };
+        let (kernel_own, stat_own) = (own("__k"), own("__r"));
+        if let Some(((axis, i), stat)) = kernel_own
+            .map(|x| (x, false))
+            .or(stat_own.map(|x| (x, true)))
         {
             let (key, info) = p
                 .axes
@@ -67,7 +73,11 @@ pub(crate) fn apply_schedule(p: &mut Plan<'_>) -> Result<(), String> {
                 ));
             }
             let key = key.clone();
-            p.kernel_blocks[i].insert(key, n);
+            if stat {
+                p.stat_blocks[i].insert(key, n);
+            } else {
+                p.kernel_blocks[i].insert(key, n);
+            }
             continue;
         }
         match k {

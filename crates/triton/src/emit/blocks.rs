@@ -17,16 +17,21 @@ impl KernelEmitter<'_, '_> {
                     .get(&format!("axis:{a}"))
                     .map(|(v, _)| v.clone())
                     .ok_or_else(|| format!("@{a} is bound without offsets"))?;
+                let own = self.sub_block.get(&offs).cloned();
+                let mut even = self.even_of(a, ext);
+                if own.as_deref().is_some_and(|b| b.starts_with("RB_")) {
+                    // (`EVEN_<axis>` is of the axis's block, not of a
+                    // statistics loop's.)
+                    if let Even::Flag(_) = even {
+                        even = Even::No;
+                    }
+                }
                 Ok((
                     BD {
-                        size: self
-                            .sub_block
-                            .get(&offs)
-                            .cloned()
-                            .unwrap_or_else(|| self.block_of(a)),
+                        size: own.unwrap_or_else(|| self.block_of(a)),
                         offs,
                         ext: ext.kernel(),
-                        even: self.even_of(a, ext),
+                        even,
                     },
                     d,
                 ))

@@ -105,6 +105,20 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
             })
             .unwrap_or(1.0)
     };
+    // The block of a kernel's statistics loops over an axis (`RB_<id>`):
+    // its own, else the kernel's block of the axis.
+    let stat_block = |ov: &IndexMap<String, u64>, stat: &IndexMap<String, u64>, id: &str| -> f64 {
+        match p.axes.iter().find(|(n, _)| py_ident(n) == id) {
+            Some((n, i)) => {
+                let b = stat.get(n).or(ov.get(n)).copied().unwrap_or(i.default);
+                match i.extent {
+                    Extent::N(e) => b.min(e.max(1)) as f64,
+                    Extent::Tiles(_) => b as f64,
+                }
+            }
+            None => 1.0,
+        }
+    };
     let tiles_in = |ov: &IndexMap<String, u64>, a: &str| -> f64 {
         let Some(i) = p.axes.get(a) else { return 1.0 };
         let own = ov.get(a).copied().unwrap_or(i.default);
@@ -147,9 +161,11 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         let (ov, sub) = own_blocks(p, k, p.kernel_blocks.get(ki).unwrap_or(&none));
         let ov = &ov;
         let tiles = |a: &str| tiles_in(ov, a);
-        let size = |s: &str| match s.strip_prefix("SUB_") {
-            Some(_) => sub.unwrap_or(1.0),
-            None => size_in(ov, s),
+        let stat = p.stat_blocks.get(ki).unwrap_or(&none);
+        let size = |s: &str| match (s.strip_prefix("SUB_"), s.strip_prefix("RB_")) {
+            (Some(_), _) => sub.unwrap_or(1.0),
+            (_, Some(a)) => stat_block(ov, stat, a),
+            _ => size_in(ov, s),
         };
         let programs: f64 = k.grid.iter().map(|a| tiles(a)).product();
         let (mut bytes, mut flops, mut dot_s) = (0.0, 0.0, 0.0);
@@ -168,6 +184,13 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                         // The diagonal tiles of a split causal loop (about
                         // one; the other loop counts half of all).
                         1.0
+                    } else if let Some(b) = a.strip_suffix("/stat") {
+                        // A statistics loop on blocks of its own.
+                        let e = match p.axes.get(b).map(|i| &i.extent) {
+                            Some(Extent::N(n)) => *n as f64,
+                            _ => 1.0,
+                        };
+                        (e / size(&format!("RB_{}", py_ident(b)))).ceil()
                     } else if let Some(b) = a.strip_suffix("/sub") {
                         // Sub-blocks of a program's tile of a collected axis.
                         (size(&format!("BLOCK_{}", py_ident(b))) / sub.unwrap_or(1.0)).ceil()
@@ -220,9 +243,11 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
     let mut largest: f64 = 0.0;
     for (ki, k) in ks.iter().enumerate() {
         let (ov, sub) = own_blocks(p, k, p.kernel_blocks.get(ki).unwrap_or(&none));
-        let size = |s: &str| match s.strip_prefix("SUB_") {
-            Some(_) => sub.unwrap_or(1.0),
-            None => size_in(&ov, s),
+        let stat = p.stat_blocks.get(ki).unwrap_or(&none);
+        let size = |s: &str| match (s.strip_prefix("SUB_"), s.strip_prefix("RB_")) {
+            (Some(_), _) => sub.unwrap_or(1.0),
+            (_, Some(a)) => stat_block(&ov, stat, a),
+            _ => size_in(&ov, s),
         };
         for w in &k.work {
             let v: Vec<f64> = w.sizes.iter().map(|s| size(s)).collect();
@@ -301,11 +326,12 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
     // The knobs: each axis's block, and each kernel's own block of an axis
     // it only loops over (absent: the axis's), where there are several
     // kernels (see `Plan::kernel_blocks`).
-    let mut knobs: Vec<(Option<usize>, String)> = p
+    // And each kernel's block of its statistics loops (`Plan::stat_blocks`).
+    let mut knobs: Vec<(Option<usize>, String, bool)> = p
         .axes
         .keys()
         .filter(|a| !frozen.contains(*a))
-        .map(|a| (None, a.clone()))
+        .map(|a| (None, a.clone(), false))
         .collect();
     if p.kernels.len() > 1 {
         for (ki, k) in ks.iter().enumerate() {
@@ -315,27 +341,45 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
                 .chain(&k.sub_loop)
                 .filter(|a| !frozen.contains(*a))
             {
-                knobs.push((Some(ki), a.clone()));
+                knobs.push((Some(ki), a.clone(), false));
                 // Start from the axis's block, held apart from it.
                 let b = p.kernel_blocks[ki].get(a).copied();
                 p.kernel_blocks[ki].insert(a.clone(), b.unwrap_or(p.axes[a].default));
             }
         }
     }
+    for (ki, k) in ks.iter().enumerate() {
+        for a in k.stat_axes.iter().filter(|a| !frozen.contains(*a)) {
+            knobs.push((Some(ki), a.clone(), true));
+            let b = p.stat_blocks[ki].get(a).copied();
+            let base = p.kernel_blocks[ki].get(a).copied();
+            p.stat_blocks[ki].insert(a.clone(), b.or(base).unwrap_or(p.axes[a].default));
+        }
+    }
     for _ in 0..DESCENT_ROUNDS {
         let mut moved = false;
-        for (kernel, a) in &knobs {
+        for (kernel, a, stat) in &knobs {
             let shared = p.axes[a].default;
-            let current = match kernel {
-                Some(ki) => p.kernel_blocks[*ki].get(a).copied(),
-                None => Some(shared),
+            let current = match (kernel, stat) {
+                (Some(ki), false) => p.kernel_blocks[*ki].get(a).copied(),
+                (Some(ki), true) => p.stat_blocks[*ki].get(a).copied(),
+                (None, _) => Some(shared),
             };
             let set = |p: &mut Plan<'_>, b: Option<u64>| match (kernel, b) {
-                (Some(ki), Some(b)) => {
-                    p.kernel_blocks[*ki].insert(a.clone(), b);
-                }
-                (Some(ki), None) => {
-                    p.kernel_blocks[*ki].shift_remove(a);
+                (Some(ki), b) => {
+                    let m = if *stat {
+                        &mut p.stat_blocks[*ki]
+                    } else {
+                        &mut p.kernel_blocks[*ki]
+                    };
+                    match b {
+                        Some(b) => {
+                            m.insert(a.clone(), b);
+                        }
+                        None => {
+                            m.shift_remove(a);
+                        }
+                    }
                 }
                 (None, b) => p.axes[a].default = b.unwrap_or(shared),
             };
@@ -370,6 +414,11 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
     // A kernel's block equal to its axis's is no block of its own.
     for blocks in p.kernel_blocks.iter_mut() {
         blocks.retain(|a, b| p.axes.get(a).map(|i| i.default) != Some(*b));
+    }
+    // A statistics block equal to the kernel's block is none of its own.
+    for (ki, blocks) in p.stat_blocks.iter_mut().enumerate() {
+        let own = &p.kernel_blocks[ki];
+        blocks.retain(|a, b| own.get(a).copied().or(p.axes.get(a).map(|i| i.default)) != Some(*b));
     }
     Some(best)
 }

@@ -85,6 +85,26 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
             }
         }
     }
+    // Each kernel's block of its statistics loops over an axis that its
+    // matmul also loops over.
+    for (i, ek) in ks.iter().enumerate() {
+        for a in &ek.stat_axes {
+            let id = py_ident(a);
+            if let Some(b) = p.stat_blocks[i].get(a) {
+                defaults.push(format!("    \"BLOCK_{id}__r{i}\": {b},"));
+            }
+            let d: Vec<String> = p.axes[a].domain.iter().map(|x| x.to_string()).collect();
+            space.push(format!("    \"BLOCK_{id}__r{i}\": [{}],", d.join(", ")));
+        }
+    }
+    for (i, blocks) in p.stat_blocks.iter().enumerate() {
+        if let Some(a) = blocks.keys().find(|a| !ks[i].stat_axes.contains(a)) {
+            return Err(format!(
+                "schedule entry `BLOCK_{}__r{i}`: kernel {i} has no loop over @{a} without a matmul beside one with a matmul, so it has no statistics block of it",
+                py_ident(a)
+            ));
+        }
+    }
     for (i, blocks) in p.kernel_blocks.iter().enumerate() {
         if let Some(a) = blocks
             .keys()
@@ -237,6 +257,30 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
                     *c = format!(
                         "SUB_{id}=min(cfg.get(\"BLOCK_{id}__k{i}\", block_{id}), block_{id})"
                     );
+                }
+            }
+        }
+        for a in &ek.stat_axes {
+            // The block of the kernel's statistics loops over `a`: its
+            // own, else the kernel's block of `a`.
+            let id = py_ident(a);
+            let i = k.index;
+            let ext = p.axes[a].extent.host();
+            let base = if p.kernels.len() > 1 && ek.loop_only.contains(a) {
+                format!("kb{i}_{id}")
+            } else {
+                format!("block_{id}")
+            };
+            let rb = format!("rb{i}_{id}");
+            let _ = writeln!(out, "    {rb} = cfg.get(\"BLOCK_{id}__r{i}\", {base})");
+            for c in consts.iter_mut() {
+                let Some((name, _)) = c.split_once('=') else {
+                    continue;
+                };
+                if name == format!("RB_{id}") {
+                    *c = format!("{name}={rb}");
+                } else if name == format!("RNT_{id}") {
+                    *c = format!("{name}=triton.cdiv({ext}, {rb})");
                 }
             }
         }

@@ -19,11 +19,31 @@ pub(super) struct EmittedKernel {
     /// The collected axis of a split-K kernel that loops over sub-blocks
     /// of its tile (`SUB_<axis>`, the kernel's own block of it).
     pub(super) sub_loop: Option<String>,
+    /// Loop-only axes whose loops without a matmul run on blocks of their
+    /// own (`RB_<axis>`; see [`Plan::stat_blocks`]).
+    pub(super) stat_axes: Vec<String>,
+    /// Loop-only axes that the kernel loops over both for a matmul and for
+    /// a reduction without one (the candidates for `stat_axes`).
+    mixed: Vec<String>,
 }
 
 fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
+    let first = emit_kernel_with(p, k, IndexSet::new())?;
+    if first.mixed.is_empty() {
+        return Ok(first);
+    }
+    // Again, with the statistics loops on blocks of their own.
+    emit_kernel_with(p, k, first.mixed.iter().cloned().collect())
+}
+
+fn emit_kernel_with(
+    p: &Plan<'_>,
+    k: &Kernel,
+    stat_axes: IndexSet<String>,
+) -> Result<EmittedKernel, String> {
     let f = p.func;
     let mut e = KernelEmitter::new(p);
+    e.stat_axes = stat_axes;
     e.pad16 = crate::small_dot_extents(p.func, &p.def, &p.buffer, k.body);
     e.line(0, "pid = tl.program_id(0)".into());
     for (a, _) in &k.grid {
@@ -145,7 +165,7 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
     let mut consts = Vec::new();
     for a in p.axes.keys() {
         let id = py_ident(a);
-        for c in ["BLOCK", "NT", "NTP", "EVEN", "SUB"] {
+        for c in ["BLOCK", "NT", "NTP", "EVEN", "SUB", "RB", "RNT"] {
             let name = format!("{c}_{id}");
             if words.contains(name.as_str()) {
                 params.push(format!("{name}: tl.constexpr"));
@@ -180,6 +200,20 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
         })
         .cloned()
         .collect();
+    let mixed: Vec<String> = loop_only
+        .iter()
+        .filter(|a| {
+            e.loop_kinds.iter().any(|(x, d)| x == *a && *d)
+                && e.loop_kinds.iter().any(|(x, d)| x == *a && !*d)
+        })
+        .cloned()
+        .collect();
+    let stat_axes: Vec<String> = e
+        .stat_axes
+        .iter()
+        .filter(|a| words.contains(format!("RB_{}", py_ident(a)).as_str()))
+        .cloned()
+        .collect();
     let mut text = String::new();
     let grid: Vec<String> = k.grid.iter().map(|(a, _)| format!("@{a}")).collect();
     let _ = writeln!(text, "@triton.jit");
@@ -203,6 +237,8 @@ fn emit_kernel(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
         grid: k.grid.iter().map(|(a, _)| a.clone()).collect(),
         loop_only,
         sub_loop: sub_axis,
+        stat_axes,
+        mixed,
     })
 }
 

@@ -25,6 +25,19 @@ impl KernelEmitter<'_, '_> {
         hi: String,
         name: String,
     ) -> usize {
+        self.open_loop_block(axis, lo, hi, name, None)
+    }
+
+    /// [`Self::open_loop_range`] on blocks of `block` (a loop's own) if
+    /// given.
+    pub(super) fn open_loop_block(
+        &mut self,
+        axis: &str,
+        lo: &str,
+        hi: String,
+        name: String,
+        block: Option<String>,
+    ) -> usize {
         let id = py_ident(axis);
         let i = if self.live.get(axis).is_some_and(|n| *n > 0) {
             self.n += 1;
@@ -40,7 +53,7 @@ impl KernelEmitter<'_, '_> {
         self.loops.push(name);
         self.opened += 1;
         self.nest.push(self.opened);
-        self.bind(axis, &i, inner);
+        self.bind_block(axis, &i, inner, block);
         inner
     }
 
@@ -231,7 +244,25 @@ impl KernelEmitter<'_, '_> {
                 let inner = self.open_loop_range(&axis, &lo, hi, format!("{axis}/diag"));
                 self.reduce_iteration(&r, x, &inner_lay, &accs, &inits, outer, inner)?;
             }
+            None if !self.dot_accumulates(&r, x) && self.stat_axes.contains(&axis) => {
+                // A statistics loop over an axis that the kernel's matmul
+                // also loops over: on blocks of its own.
+                self.loop_kinds.push((axis.clone(), false));
+                let id = py_ident(&axis);
+                let inner = self.open_loop_block(
+                    &axis,
+                    "0",
+                    format!("RNT_{id}"),
+                    format!("{axis}/stat"),
+                    Some(format!("RB_{id}")),
+                );
+                self.reduce_iteration(&r, x, &inner_lay, &accs, &inits, outer, inner)?;
+            }
             stop => {
+                if stop.is_none() {
+                    self.loop_kinds
+                        .push((axis.clone(), self.dot_accumulates(&r, x)));
+                }
                 let inner = self.open_loop(&axis, stop.map(|s| s.0));
                 self.reduce_iteration(&r, x, &inner_lay, &accs, &inits, outer, inner)?;
             }
