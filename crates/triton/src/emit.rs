@@ -388,9 +388,12 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         *self.live.entry(a.to_string()).or_default() += 1;
         let b = block.clone().unwrap_or_else(|| self.block_of(a));
         self.line(depth, format!("{var} = {idx} * {b} + tl.arange(0, {b})"));
-        if let Some(b) = block {
-            self.sub_block.insert(var.clone(), b);
-        }
+        // (An offsets variable bound again, by a later loop over the axis,
+        // takes that loop's block.)
+        match block {
+            Some(b) => self.sub_block.insert(var.clone(), b),
+            None => self.sub_block.remove(&var),
+        };
         self.set_binding(a, (depth, Some(idx.to_string()), Some((var, depth))));
     }
 
