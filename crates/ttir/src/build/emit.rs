@@ -363,6 +363,26 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                         &ty_text(&shape, dtype_name(x.dt)),
                         &[],
                     )?
+                } else if let Some(axes) = inserted_units(&ea, &er, &nu_r, &x.shape(), &shape) {
+                    // Only unit dims inserted: tt.expand_dims, as the
+                    // Python build's `x[:, None]`. A tt.reshape gives its
+                    // result a linear layout that Triton (3.6) may spread
+                    // over every thread: ngpt's row scale (tensor<1xf32>
+                    // reshaped to 1x1) made its 1x512 blocks spill (ptxas:
+                    // 11 KB of spill stores, 27x slower on the H200).
+                    let mut cur = x.shape();
+                    let mut v = x.v;
+                    for a in axes {
+                        cur.insert(a, 1);
+                        v = self.val(
+                            depth,
+                            "tt.expand_dims",
+                            &[v],
+                            &ty_text(&cur, dtype_name(x.dt)),
+                            &[("axis", format!("{a} : i32"))],
+                        )?;
+                    }
+                    v
                 } else {
                     self.val(
                         depth,
@@ -417,4 +437,28 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             )),
         }
     }
+}
+
+/// The axes (ascending) at which a reshape of a block of shape `xs` to one
+/// of shape `rs` inserts unit dims, where the reshape's operand (extents
+/// `ea`) has no unit dims and the result (extents `er`, non-unit dims at
+/// `nu_r`) only adds unit dims; `None` otherwise (a tt.reshape then).
+fn inserted_units(
+    ea: &[u64],
+    er: &[u64],
+    nu_r: &[usize],
+    xs: &[u64],
+    rs: &[u64],
+) -> Option<Vec<usize>> {
+    if ea.is_empty()
+        || ea.contains(&1)
+        || er.len() <= ea.len()
+        || xs.len() != ea.len()
+        || rs.len() != er.len()
+    {
+        return None;
+    }
+    let axes: Vec<usize> = (0..er.len()).filter(|j| !nu_r.contains(j)).collect();
+    let kept: Vec<u64> = nu_r.iter().map(|j| rs[*j]).collect();
+    (axes.iter().all(|a| rs[*a] == 1) && kept == xs).then_some(axes)
 }

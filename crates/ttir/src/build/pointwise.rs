@@ -14,6 +14,20 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         self.pointwise_blocks(&op.name, &op.attrs, xs, rdt)
     }
 
+    /// `-x` as `0 - x` (`arith.subf`), as Triton's frontend writes `-x`:
+    /// Triton's ConvertTritonToTritonGPU has no pattern for `arith.negf`
+    /// on tensors before Triton 3.9 (3.6 fails the whole pass on one).
+    fn negf(&self, depth: usize, x: Value<'c, 'm>, shape: &[u64], dt: DType) -> R<Value<'c, 'm>> {
+        let zero = self.splat_const(depth, 0.0, shape, dt)?;
+        self.val(
+            depth,
+            "arith.subf",
+            &[zero, x],
+            &ty_text(shape, dtype_name(dt)),
+            &[],
+        )
+    }
+
     /// Pointwise op `name` over blocks of one shape, giving `rdt`.
     pub(super) fn pointwise_blocks(
         &self,
@@ -57,11 +71,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             "ew.div" => bin(self, "arith.divf", "arith.divsi")?,
             "ew.max" => bin(self, "arith.maxnumf", "arith.maxsi")?,
             "ew.min" => bin(self, "arith.minnumf", "arith.minsi")?,
-            "ew.neg" if fl => self.with(
-                &x0,
-                self.val(depth, "arith.negf", &[x0.v], &t(dt), &[])?,
-                dt,
-            ),
+            "ew.neg" if fl => self.with(&x0, self.negf(depth, x0.v, &shape, dt)?, dt),
             "ew.abs" if fl => {
                 self.with(&x0, self.val(depth, "math.absf", &[x0.v], &t(dt), &[])?, dt)
             }
@@ -107,7 +117,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 if name == "ew.tanh" {
                     a = self.val(depth, "arith.mulf", &[a, two], &tf, &[])?;
                 }
-                let n = self.val(depth, "arith.negf", &[a], &tf, &[])?;
+                let n = self.negf(depth, a, &shape, DType::F32)?;
                 let e = self.val(depth, "math.exp", &[n], &tf, &[])?;
                 let d = self.val(depth, "arith.addf", &[one, e], &tf, &[])?;
                 let mut s = self.val(depth, "arith.divf", &[one, d], &tf, &[])?;
