@@ -96,7 +96,8 @@ def test_triton_compiles_the_ttir(tmp_path):
         check=True,
     )
     m = json.loads((tmp_path / "rmsnorm_mlp.ttir.json").read_text())
-    assert [k["name"] for k in m["kernels"]] == ["k0_xss", "k1_y"]
+    # (How many kernels is the planner's business: one or two here.)
+    assert m["kernels"] and m["kernels"][-1]["name"].endswith("_y")
     for k in m["kernels"]:
         c = triton.compile(
             str(tmp_path / k["file"]),
@@ -258,6 +259,8 @@ LOOPS = [
     ("lit-tests/TTIR/splitk-sub.efir", "clamp"),
     ("lit-tests/TTIR/splitk-sub.efir", "trips"),
     ("lit-tests/TTIR/splitk-sub.efir", "past"),
+    # Statistics loops built before the K loop, on their own block.
+    ("lit-tests/Translate/ttir-stats-loops.efir", "lngemm"),
 ]
 
 

@@ -182,6 +182,13 @@ pub(super) fn kernel(
                     .filter(|(a, _)| !k.grid.iter().any(|(g, _)| g == *a))
                     .map(|(a, b)| (a.clone(), *b))
                     .collect(),
+                stat: p
+                    .stat_blocks
+                    .get(k.index)
+                    .into_iter()
+                    .flatten()
+                    .map(|(a, b)| (a.clone(), *b))
+                    .collect(),
                 streamed: HashMap::new(),
                 sub: None,
                 rebase: None,

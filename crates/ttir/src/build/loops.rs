@@ -24,7 +24,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             .ok_or("par.reduce without axis")?
             .to_string();
         let x = op.operands[0];
-        let outer = self.scopes.len() - 1;
+        let mut outer = self.scopes.len() - 1;
         // A reduction over an axis already bound (a grid axis, an enclosing
         // loop) runs its own loop over it: inside, the axis has fresh
         // offsets, and what was computed from the outer binding is hidden.
@@ -33,6 +33,24 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             self.memo.retain(|_, x| x.depth() < b.0);
             (b, self.idx.get(&axis).copied(), memo)
         });
+        // Such a loop does not depend on the enclosing loop over its axis
+        // (unless its result is tiled by that axis): it is built outside
+        // it, after the bindings of the other axes, as the Python build
+        // hoists it (layernorm_gemm's row statistics asked for in the
+        // matmul's K loop were recomputed in every iteration, the mean
+        // again in every iteration of the variance's loop: 7-10x slower).
+        if let Some(((bd, _), _, _)) = &shadow {
+            if !lay.iter().flatten().any(|a| *a == axis) {
+                let others = self
+                    .bound
+                    .iter()
+                    .filter(|(a, _)| **a != axis)
+                    .map(|(_, (d, _))| *d)
+                    .max()
+                    .unwrap_or(0);
+                outer = outer.min(others.max(bd.saturating_sub(1)));
+            }
+        }
         // A result tiled by the axis it reduces over needs both bindings in
         // one block: its tiles are asked for under an alias bound like the
         // outer binding.
@@ -107,6 +125,19 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             acc_tys.push(self.ty(&ty_text(&shape, dtype_name(st)))?);
             acc_dims.push(dims);
         }
+        // A statistics loop (not a matmul's K loop) over an axis with a
+        // statistics block runs on that block, as the Python build's
+        // `RB_<axis>` loops (layernorm_gemm's mean and variance: 128 where
+        // the K loop takes 512).
+        let stat_block = self
+            .stat
+            .get(&axis)
+            .copied()
+            .filter(|_| alias.is_none() && !self.dot_accumulates(&r, x));
+        let own_before = match stat_block {
+            Some(b) => Some(self.own.insert(axis.clone(), b)),
+            None => None,
+        };
         let nt = self.tiles_here(&axis)?;
         // Causal tile skipping (see [`causal`]): not for a loop over an
         // axis bound outside it.
@@ -139,6 +170,9 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             .map_err(|e| e.to_string())?
             .first_block()
             .ok_or("scf.for without a block")?;
+        // The scopes inside the one the loop is built in, set aside while
+        // it is built.
+        let hidden = self.scopes.split_off(outer + 1);
         self.scopes.push(Scope {
             block: body,
             anchor: Some(fref),
@@ -166,6 +200,16 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         self.idx.remove(&axis);
         self.memo.retain(|_, b| b.depth() < inner);
         self.scopes.pop();
+        self.scopes.extend(hidden);
+        match own_before {
+            Some(Some(b)) => {
+                self.own.insert(axis.clone(), b);
+            }
+            Some(None) => {
+                self.own.remove(&axis);
+            }
+            None => {}
+        }
         if let Some((b, idx, memo)) = shadow {
             self.bound.insert(axis.clone(), b);
             if let Some(i) = idx {
@@ -254,5 +298,17 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             out.push(self.bcast(inner, m.v, &m.shape(), &a.shape(), dtype_name(a.dt))?);
         }
         Ok(out)
+    }
+
+    /// Whether a `par.reduce` by `r` of `x` is a matmul's K loop (a sum of
+    /// a matmul's products, accumulated by tt.dot), as the Python build's
+    /// `dot_accumulates`.
+    fn dot_accumulates(&self, r: &Attr, x: ValueId) -> bool {
+        let f = self.p.func;
+        matches!(r, Attr::Term(n, _) if n == "red.sum")
+            && !self.p.buffer[x.index()]
+            && self.p.def[x.index()]
+                .is_some_and(|i| matches!(f.ops[i].name.as_str(), "tile.matmul" | "tensor.matmul"))
+            && f.ty(x).as_tensor().is_some()
     }
 }

@@ -286,6 +286,11 @@ struct Em<'c, 'm, 'p, 'a> {
     /// the estimate's `BLOCK_<axis>__k<i>`, as the Python build launches
     /// the kernel with); other axes take the plan's block.
     own: HashMap<String, u64>,
+    /// The kernel's blocks of its statistics loops (a schedule's or the
+    /// estimate's `BLOCK_<axis>__r<i>`, as the Python build launches the
+    /// kernel with): a `par.reduce` over such an axis that is not a
+    /// matmul's K loop runs on this block.
+    stat: HashMap<String, u64>,
     /// Grid axes whose tile a loop streams in sub-blocks, while it does
     /// (the axis's own block is then the sub-block's): their tiles' length.
     streamed: HashMap<String, u64>,
