@@ -58,6 +58,126 @@ pub(super) struct Realization {
     pub(super) effects: Vec<(u32, u32)>,
 }
 
+/// A [`Realization`] borrowed from the buffers it was worked out in (see
+/// [`Enumerator::compare_option`]).
+struct RealizationRef<'b> {
+    key: u32,
+    region: Option<&'b [u32]>,
+    work: bool,
+    reach: &'b [u64],
+    effects: &'b [(u32, u32)],
+}
+
+impl Realization {
+    /// Whether it is `r`.
+    fn same_as(&self, r: &RealizationRef<'_>) -> bool {
+        self.key == r.key
+            && self.work == r.work
+            && self.region.as_deref() == r.region
+            && self.reach[..] == *r.reach
+            && self.effects[..] == *r.effects
+    }
+}
+
+impl RealizationRef<'_> {
+    /// An owned copy, in the buffers `spare` (taken from it).
+    fn copy_into(&self, spare: &mut Buffers) -> Realization {
+        let (mut reach, mut effects, mut region) = std::mem::take(spare);
+        reach.clear();
+        reach.extend_from_slice(self.reach);
+        effects.clear();
+        effects.extend_from_slice(self.effects);
+        Realization {
+            key: self.key,
+            region: self.region.map(|r| {
+                region.clear();
+                region.extend_from_slice(r);
+                region
+            }),
+            work: self.work,
+            reach,
+            effects,
+        }
+    }
+}
+
+/// Buffers for a [`Realization`]'s reached holes, effects and region
+/// inputs.
+type Buffers = (Vec<u64>, Vec<(u32, u32)>, Vec<u32>);
+
+/// What the operands of one option are to [`Enumerator::determine_at`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operands {
+    /// Each is resolved, a hole of the state, or determined.
+    Determined,
+    /// One leads back to a class being visited: a completion choosing the
+    /// option (while that class reaches it) has a cycle; it is skipped.
+    ClosesCycle,
+    /// One is open and not determined (so neither is the class).
+    Undetermined,
+}
+
+/// How one option of a class compares with the options before it
+/// ([`Enumerator::compare_option`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    /// No completion chooses it (it closes a cycle through a hole, or fixes
+    /// two organizations of one value): it is skipped.
+    Skipped,
+    /// It realizes the class as the options before it do (or is the first).
+    Agrees,
+    /// It realizes the class otherwise, or reads a class that is not
+    /// determined: the class is not determined.
+    Disagrees,
+}
+
+/// One visit of [`Enumerator::determine_at`] in progress: the realization
+/// its options agree on so far (and the option that gave it first), and
+/// buffers for the option at hand, taken from [`Determined`]'s spares by
+/// [`Agreement::start`] and given back by [`Agreement::end`].
+struct Agreement {
+    found: Option<(Realization, u16)>,
+    /// The holes the option at hand reaches (`hwords` words).
+    reach: Vec<u64>,
+    /// The organizations it fixes ((value, label) pairs), sorted.
+    effects: Vec<(u32, u32)>,
+    /// The inputs of the region it ends, if pointwise (left by
+    /// [`Enumerator::node_key_parts`]).
+    inputs: Vec<u32>,
+    /// Buffers for the first realization found (moved into it).
+    spare: Buffers,
+}
+
+impl Agreement {
+    fn start(d: &mut Determined, hwords: usize) -> Agreement {
+        let mut reach = d.spare_words.pop().unwrap_or_default();
+        reach.clear();
+        reach.resize(hwords, 0);
+        let effects = d.spare_effects.pop().unwrap_or_default();
+        let inputs = d.spare_keys.pop().unwrap_or_default();
+        let spare = (
+            d.spare_words.pop().unwrap_or_default(),
+            d.spare_effects.pop().unwrap_or_default(),
+            d.spare_keys.pop().unwrap_or_default(),
+        );
+        Agreement {
+            found: None,
+            reach,
+            effects,
+            inputs,
+            spare,
+        }
+    }
+
+    /// Give the buffers back to `d`; the realization found, if any.
+    fn end(self, d: &mut Determined) -> Option<(Realization, u16)> {
+        d.recycle(self.reach, self.effects, self.inputs);
+        let (words, effects, keys) = self.spare;
+        d.recycle_unused(words, effects, keys);
+        self.found
+    }
+}
+
 impl Determined {
     pub(super) fn reset(&mut self, n: usize) {
         self.mark.clear();
@@ -104,6 +224,40 @@ impl Determined {
     /// The option picked for the determined class `c`.
     pub(super) fn pick(&self, c: usize) -> usize {
         self.found[self.at[c] as usize].1 as usize
+    }
+
+    /// Record the end of a visit of the open class `c`, `depth` calls
+    /// deep, that skipped options for classes being visited down to depth
+    /// `taint`: `found` is the realization its options agree on, if they
+    /// do. A result that held only below a class being visited (`taint <
+    /// depth`) is forgotten: the class is `Unvisited` again. The answer of
+    /// [`Enumerator::determine_at`].
+    fn finish(
+        &mut self,
+        c: usize,
+        depth: u32,
+        taint: u32,
+        found: Option<(Realization, u16)>,
+    ) -> Option<u32> {
+        let below_only = taint < depth;
+        let Some(found) = found else {
+            // (Not determined, whatever is above: its options disagree or
+            // read a class that is not determined.)
+            self.mark[c] = if below_only {
+                Visit::Unvisited
+            } else {
+                Visit::Undetermined
+            };
+            return None;
+        };
+        self.at[c] = self.found.len() as u32;
+        self.found.push(found);
+        self.mark[c] = if below_only {
+            Visit::Unvisited
+        } else {
+            Visit::Determined
+        };
+        Some(if below_only { taint } else { u32::MAX })
     }
 }
 
@@ -169,7 +323,14 @@ impl<'a> Enumerator<'a> {
     /// (a completion choosing that option would close a cycle through that
     /// class), or `u32::MAX`. A result that depends on a class being visited
     /// above it holds only below that class and is not kept.
-    pub(super) fn determine_at(
+    ///
+    /// The steps: a class visited before answers from its mark; a class
+    /// that never is determined is marked so; otherwise each option the
+    /// one-organization rule allows has its operands visited
+    /// ([`Enumerator::visit_operands`]) and is compared with the options
+    /// before it ([`Enumerator::compare_option`]), and the verdict is
+    /// recorded ([`Determined::finish`]).
+    fn determine_at(
         &mut self,
         s: &State,
         sc: &Scratch,
@@ -184,7 +345,6 @@ impl<'a> Enumerator<'a> {
             Visit::Unvisited | Visit::Visiting => {}
         }
         d.budget = d.budget.checked_sub(1)?;
-        let v = self.value[ci] as usize;
         // (A class whose realization may change how a reader reads it from
         // memory is not determined: see `memory::Memory::relevant`.)
         if self.mem.relevant[ci] || self.heads_differ(s, c) {
@@ -193,177 +353,206 @@ impl<'a> Enumerator<'a> {
         }
         d.mark[ci] = Visit::Visiting;
         d.depth[ci] = depth;
+        // (The least depth of a class being visited that an option was
+        // skipped for, here or below.)
         let mut taint = u32::MAX;
-        let hw = sc.hwords;
-        let mut found: Option<(Realization, u16)> = None;
-        let mut reach = d.spare_words.pop().unwrap_or_default();
-        reach.clear();
-        reach.resize(hw, 0);
-        let mut eff = d.spare_effects.pop().unwrap_or_default();
-        let mut inputs = d.spare_keys.pop().unwrap_or_default();
-        // (Buffers for the realization found, if one is.)
-        let mut spare = (
-            d.spare_words.pop().unwrap_or_default(),
-            d.spare_effects.pop().unwrap_or_default(),
-            d.spare_keys.pop().unwrap_or_default(),
-        );
-        let mut ok = true;
-        'options: for j in self.choices(Mode::Early, c) {
+        let mut a = Agreement::start(d, sc.hwords);
+        let mut agree = true;
+        for j in self.choices(Mode::Early, c) {
             // Options the one-organization rule rules out are never chosen.
             if !self.allowed(s, c, j) {
                 continue;
             }
-            for xk in 0..self.kids[ci][j].len() {
-                let x = self.kids[ci][j][xk];
-                let xi = x as usize;
-                if s.choice[xi] == NONE && d.mark[xi] == Visit::Visiting {
-                    // Back to a class being visited: a completion choosing
-                    // this option (while that class reaches it) has a cycle.
-                    taint = taint.min(d.depth[xi]);
-                    continue 'options;
-                }
-                // (A hole of `s` is keyed like a resolved class: every
-                // completion resolves it the same way whatever reads it.)
-                let known = if s.choice[xi] == NONE && !sc.has(xi) {
-                    match self.determine_at(s, sc, d, x, depth + 1) {
-                        Some(t) => {
-                            taint = taint.min(t);
-                            true
-                        }
-                        None => false,
-                    }
-                } else {
-                    sc.has(xi)
-                };
-                if !known {
-                    ok = false;
-                    break 'options;
-                }
-            }
-            // An operand's key and region inputs, need for work and holes:
-            // a determined class's realization, or a resolved class's.
-            let open = |xi: usize| s.choice[xi] == NONE && !sc.has(xi);
-            let kid = |x: u32| -> (u32, Option<&[u32]>) {
-                let xi = x as usize;
-                if open(xi) {
-                    let r = d.of(xi);
-                    (r.key, r.region.as_deref())
-                } else {
-                    sc.key_region(xi)
-                }
+            let (operands, skipped_for) = self.visit_operands(s, sc, d, c, j, depth);
+            taint = taint.min(skipped_for);
+            let verdict = match operands {
+                Operands::ClosesCycle => continue,
+                Operands::Undetermined => Verdict::Disagrees,
+                Operands::Determined => self.compare_option(s, sc, d, c, j, &mut a),
             };
-            let (k, _) = self.node_key_parts(ci, j, kid, &mut inputs);
-            let kids = &self.kids[ci][j];
-            let w = self.needs_work(ci, j, |x| {
-                let xi = x as usize;
-                if open(xi) {
-                    d.of(xi).work
-                } else {
-                    sc.work[xi]
-                }
-            });
-            if let Some((r0, _)) = &found {
-                if r0.key != k || r0.work != w {
-                    ok = false;
-                    break;
-                }
-            }
-            let region: Option<&[u32]> = match self.kind[ci][j] {
-                Kind::View => kid(kids[0]).1,
-                Kind::Loop(_) if self.stores[ci][j].is_none() => kid(kids[0]).1,
-                Kind::Pointwise(_) => Some(&inputs[..]),
-                _ => None,
-            };
-            reach.fill(0);
-            for &x in kids {
-                let xi = x as usize;
-                let h = if open(xi) {
-                    &d.of(xi).reach[..]
-                } else {
-                    sc.hreach(xi)
-                };
-                for (a, b) in reach.iter_mut().zip(h) {
-                    *a |= *b;
-                }
-            }
-            // An option of a hole that reaches the hole itself closes a
-            // cycle: no completion chooses it.
-            if s.choice[ci] == NONE
-                && sc.has(ci)
-                && reach.iter().zip(sc.hreach(ci)).any(|(a, b)| a & b != 0)
-            {
-                continue;
-            }
-            // The organizations the option fixes (of values with several
-            // whose organization is still open), its operands' included.
-            eff.clear();
-            if let Some(l) = self.kind[ci][j].org() {
-                if self.several_orgs[v] && s.produced[v] == u32::MAX {
-                    eff.push((v as u32, l));
-                }
-            }
-            for &x in kids {
-                let xi = x as usize;
-                if open(xi) {
-                    eff.extend_from_slice(&d.of(xi).effects);
-                }
-            }
-            eff.sort_unstable();
-            eff.dedup();
-            if eff.windows(2).any(|p| p[0].0 == p[1].0) {
-                // Two organizations of one value: never a candidate.
-                continue;
-            }
-            match &found {
-                None => {
-                    let copy = |mut v: Vec<u32>, from: &[u32]| {
-                        v.clear();
-                        v.extend_from_slice(from);
-                        v
-                    };
-                    let (mut rr, mut re, rk) = std::mem::take(&mut spare);
-                    rr.clear();
-                    rr.extend_from_slice(&reach);
-                    re.clear();
-                    re.extend_from_slice(&eff);
-                    let r = Realization {
-                        key: k,
-                        region: region.map(|x| copy(rk, x)),
-                        work: w,
-                        reach: rr,
-                        effects: re,
-                    };
-                    found = Some((r, j as u16));
-                }
-                Some((r0, _)) => {
-                    if r0.region.as_deref() != region || r0.reach != reach || r0.effects != eff {
-                        ok = false;
-                        break;
-                    }
-                }
+            if verdict == Verdict::Disagrees {
+                agree = false;
+                break;
             }
         }
-        d.recycle(reach, eff, inputs);
-        let (words, effects, keys) = spare;
-        d.recycle_unused(words, effects, keys);
-        let Some(found) = found.filter(|_| ok) else {
-            // (Not determined, whatever is above: its options disagree or
-            // read a class that is not determined.)
-            d.mark[ci] = if taint < depth {
-                Visit::Unvisited
+        let found = a.end(d);
+        d.finish(ci, depth, taint, found.filter(|_| agree))
+    }
+
+    /// Step 1 of [`Enumerator::determine_at`] for option `j` of class `c`:
+    /// visit its open operands (each must be determined, or resolved or a
+    /// hole of `s`). Also the least depth of a class being visited that an
+    /// option was skipped for on the way (`u32::MAX` if none).
+    fn visit_operands(
+        &mut self,
+        s: &State,
+        sc: &Scratch,
+        d: &mut Determined,
+        c: u32,
+        j: usize,
+        depth: u32,
+    ) -> (Operands, u32) {
+        let ci = c as usize;
+        let mut taint = u32::MAX;
+        for xk in 0..self.kids[ci][j].len() {
+            let x = self.kids[ci][j][xk];
+            let xi = x as usize;
+            if s.choice[xi] == NONE && d.mark[xi] == Visit::Visiting {
+                // Back to a class being visited: a completion choosing
+                // this option (while that class reaches it) has a cycle.
+                taint = taint.min(d.depth[xi]);
+                return (Operands::ClosesCycle, taint);
+            }
+            // (A hole of `s` is keyed like a resolved class: every
+            // completion resolves it the same way whatever reads it.)
+            let known = if from_determined(s, sc, xi) {
+                match self.determine_at(s, sc, d, x, depth + 1) {
+                    Some(t) => {
+                        taint = taint.min(t);
+                        true
+                    }
+                    None => false,
+                }
             } else {
-                Visit::Undetermined
+                sc.has(xi)
             };
-            return None;
+            if !known {
+                return (Operands::Undetermined, taint);
+            }
+        }
+        (Operands::Determined, taint)
+    }
+
+    /// Step 2 of [`Enumerator::determine_at`] for option `j` of class `c`,
+    /// whose operands are known: what it realizes (key and need for work,
+    /// region inputs, reached holes, fixed organizations), compared with
+    /// what the options before it realize (in `a`), or kept in `a` if it
+    /// is the first. An option that no completion chooses is skipped.
+    fn compare_option(
+        &mut self,
+        s: &State,
+        sc: &Scratch,
+        d: &Determined,
+        c: u32,
+        j: usize,
+        a: &mut Agreement,
+    ) -> Verdict {
+        let ci = c as usize;
+        // An operand's key and region inputs, and need for work.
+        let kid = |x: u32| -> (u32, Option<&[u32]>) {
+            let xi = x as usize;
+            if from_determined(s, sc, xi) {
+                let r = d.of(xi);
+                (r.key, r.region.as_deref())
+            } else {
+                sc.key_region(xi)
+            }
         };
-        d.at[ci] = d.found.len() as u32;
-        d.found.push(found);
-        d.mark[ci] = if taint < depth {
-            Visit::Unvisited
-        } else {
-            Visit::Determined
+        let (key, _) = self.node_key_parts(ci, j, kid, &mut a.inputs);
+        let work = self.needs_work(ci, j, |x| {
+            let xi = x as usize;
+            if from_determined(s, sc, xi) {
+                d.of(xi).work
+            } else {
+                sc.work[xi]
+            }
+        });
+        if let Some((r0, _)) = &a.found {
+            if r0.key != key || r0.work != work {
+                return Verdict::Disagrees;
+            }
+        }
+        let kids = &self.kids[ci][j];
+        let region: Option<&[u32]> = match self.kind[ci][j] {
+            Kind::View => kid(kids[0]).1,
+            Kind::Loop(_) if self.stores[ci][j].is_none() => kid(kids[0]).1,
+            Kind::Pointwise(_) => Some(&a.inputs[..]),
+            _ => None,
         };
-        Some(if taint < depth { taint } else { u32::MAX })
+        self.option_reach(s, sc, d, c, j, &mut a.reach);
+        // An option of a hole that reaches the hole itself closes a
+        // cycle: no completion chooses it.
+        if s.choice[ci] == NONE
+            && sc.has(ci)
+            && a.reach.iter().zip(sc.hreach(ci)).any(|(w, b)| w & b != 0)
+        {
+            return Verdict::Skipped;
+        }
+        if !self.option_effects(s, sc, d, c, j, &mut a.effects) {
+            // Two organizations of one value: never a candidate.
+            return Verdict::Skipped;
+        }
+        let option = RealizationRef {
+            key,
+            region,
+            work,
+            reach: &a.reach,
+            effects: &a.effects,
+        };
+        match &a.found {
+            None => {
+                a.found = Some((option.copy_into(&mut a.spare), j as u16));
+                Verdict::Agrees
+            }
+            Some((r0, _)) if r0.same_as(&option) => Verdict::Agrees,
+            Some(_) => Verdict::Disagrees,
+        }
+    }
+
+    /// The holes option `j` of class `c` reaches: its operands' (into
+    /// `reach`, `hwords` words).
+    fn option_reach(
+        &self,
+        s: &State,
+        sc: &Scratch,
+        d: &Determined,
+        c: u32,
+        j: usize,
+        reach: &mut [u64],
+    ) {
+        reach.fill(0);
+        for &x in &self.kids[c as usize][j] {
+            let xi = x as usize;
+            let h = if from_determined(s, sc, xi) {
+                &d.of(xi).reach[..]
+            } else {
+                sc.hreach(xi)
+            };
+            for (w, b) in reach.iter_mut().zip(h) {
+                *w |= *b;
+            }
+        }
+    }
+
+    /// The organizations option `j` of class `c` fixes (of values with
+    /// several whose organization is still open in `s`), its operands'
+    /// included, sorted into `effects`; false when two are of one value.
+    fn option_effects(
+        &self,
+        s: &State,
+        sc: &Scratch,
+        d: &Determined,
+        c: u32,
+        j: usize,
+        effects: &mut Vec<(u32, u32)>,
+    ) -> bool {
+        let ci = c as usize;
+        let v = self.value[ci] as usize;
+        effects.clear();
+        if let Some(l) = self.kind[ci][j].org() {
+            if self.several_orgs[v] && s.produced[v] == u32::MAX {
+                effects.push((v as u32, l));
+            }
+        }
+        for &x in &self.kids[ci][j] {
+            let xi = x as usize;
+            if from_determined(s, sc, xi) {
+                effects.extend_from_slice(&d.of(xi).effects);
+            }
+        }
+        effects.sort_unstable();
+        effects.dedup();
+        !effects.windows(2).any(|p| p[0].0 == p[1].0)
     }
 
     /// Resolve the determined holes of `t` (see [`Enumerator::determine`];
@@ -452,4 +641,12 @@ impl<'a> Enumerator<'a> {
         self.det_fresh = !any;
         any
     }
+}
+
+/// Whether the realization of class `c` (an operand) is in [`Determined`]:
+/// it is open in `s` and not one of its holes (a hole, like a resolved
+/// class, has its key in the scratch buffers of the last
+/// [`Enumerator::canon_parts`] of `s`).
+fn from_determined(s: &State, sc: &Scratch, c: usize) -> bool {
+    s.choice[c] == NONE && !sc.has(c)
 }
