@@ -1,0 +1,126 @@
+"""Both builds of ttir_check cases compiled for sm_90 without a GPU (issue 31).
+
+For each case directory (bench/gpu/ttir/<case>, from bench/gpu/ttir_prepare.sh),
+compile its TTIR kernels (`.ttir`, as efir.ttir.load does) and the Python
+build's kernels (`<stem>.py`: its run() is called on CPU tensors with the
+kernels' launches captured, and each launch's kernel compiled from its AST
+at the launch's constexprs, num_warps and num_stages, pointer arguments
+16-byte aligned as Triton's JIT specializes them) for sm_90 with the local
+Triton, and print per kernel: registers and spill bytes (ptxas -v on the
+PTX), shared memory, and the PTX's global loads/stores by width and its
+mma count. Two builds of one kernel at one schedule should agree; a
+difference points at what the GPU times will show.
+
+    python3 bench/gpu/ttir_static.py bench/gpu/ttir/ngpt_B16 [...]   (DUMP=1: ttgir/ptx to /tmp/cmp)
+
+Needs torch and Triton (CPU is enough: Triton's passes, LLVM and ptxas).
+"""
+import glob
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+TGT = GPUTarget("cuda", 90, 32)
+DUMP = os.environ.get("DUMP") and "/tmp/cmp"
+if DUMP:
+    os.makedirs(DUMP, exist_ok=True)
+TY = {torch.float16: "*fp16", torch.bfloat16: "*bf16", torch.float32: "*fp32", torch.int32: "*i32", torch.int64: "*i64", torch.bool: "*i1"}
+
+def stats(c):
+    """Registers, spills, shared memory and global memory ops of a compiled kernel."""
+    ptx = c.asm["ptx"]
+    m = c.metadata
+    ld = Counter(re.findall(r"ld\.global(?:\.[a-z0-9]+)*", ptx))
+    st = Counter(re.findall(r"st\.global(?:\.[a-z0-9]+)*", ptx))
+    with tempfile.TemporaryDirectory() as t:
+        path = os.path.join(t, "k.ptx")
+        with open(path, "w") as f:
+            f.write(ptx)
+        pt = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas")
+        r = subprocess.run([pt, "-arch=sm_90a", "-v", path, "-o", os.devnull], capture_output=True, text=True).stderr
+    regs = ",".join(re.findall(r"Used (\d+) registers", r))
+    sp = ",".join(re.findall(r"(\d+) bytes spill stores", r))
+    return (f"regs={regs} spills={sp} smem={m.shared} warps={m.num_warps} stages={m.num_stages} "
+            f"ld={dict(ld)} st={dict(st)} mma={ptx.count('mma')} ptxlines={ptx.count(chr(10))}")
+
+
+class Cap:
+    """Stands for a @triton.jit kernel: records its launches."""
+
+    def __init__(self, fn, log):
+        self.fn, self.log = fn, log
+
+    def __getitem__(self, grid):
+        def launch(*args, **kw):
+            self.log.append((self.fn, grid, args, kw))
+        return launch
+
+
+def python_kernels(py):
+    """The Python build's kernels as its run() launches them, compiled."""
+    spec = importlib.util.spec_from_file_location("m", py)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    log = []
+    for n in dir(mod):
+        v = getattr(mod, n)
+        if isinstance(v, triton.runtime.jit.JITFunction):
+            setattr(mod, n, Cap(v, log))
+    xs = [torch.randn(s).to(dt) for _, s, dt in mod.INPUTS]
+    mod.run(*xs)
+    out = []
+    for fn, grid, args, kw in log:
+        names = fn.arg_names
+        sig, cons, attrs = {}, {}, {}
+        kw = dict(kw); nw = kw.pop("num_warps", 4); ns = kw.pop("num_stages", 2)
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                sig[names[i]] = TY[a.dtype]; attrs[(i,)] = [["tt.divisibility", 16]]
+            elif isinstance(a, int):
+                sig[names[i]] = "i32"
+                if a % 16 == 0: attrs[(i,)] = [["tt.divisibility", 16]]
+            else:
+                sig[names[i]] = "fp32"
+        for k, v in kw.items():
+            sig[k] = "constexpr"; cons[k] = v
+        for i, p in enumerate(fn.params):
+            if p.is_constexpr and names[i] not in sig:
+                sig[names[i]] = "constexpr"; cons[names[i]] = p.default
+        src = ASTSource(fn, sig, cons, attrs)
+        out.append((fn.__name__, grid, nw, ns, triton.compile(src, target=TGT, options={"num_warps": nw, "num_stages": ns})))
+    return out
+
+def main():
+    for d in sys.argv[1:]:
+        case(d.rstrip("/"))
+
+
+def case(d):
+    man = glob.glob(os.path.join(d, "*.ttir.json"))[0]
+    m = json.load(open(man))
+    print("==", d)
+    for k in m["kernels"]:
+        c = triton.compile(os.path.join(d, k["file"]), target=TGT, options={"num_warps": k["num_warps"], "num_stages": k["num_stages"]})
+        print(f"TTIR {k['name']:10} grid={k['grid']} {stats(c)}")
+        if DUMP:
+            open(f"{DUMP}/{os.path.basename(d)}.{k['name']}.ttir.ttgir", "w").write(c.asm["ttgir"])
+            open(f"{DUMP}/{os.path.basename(d)}.{k['name']}.ttir.ptx", "w").write(c.asm["ptx"])
+    for name, grid, nw, ns, c in python_kernels(man[:-len(".ttir.json")] + ".py"):
+        print(f"PY   {name:10} grid={grid} {stats(c)}")
+        if DUMP:
+            open(f"{DUMP}/{os.path.basename(d)}.{name}.py.ttir", "w").write(c.asm["ttir"])
+            open(f"{DUMP}/{os.path.basename(d)}.{name}.py.ttgir", "w").write(c.asm["ttgir"])
+            open(f"{DUMP}/{os.path.basename(d)}.{name}.py.ptx", "w").write(c.asm["ptx"])
+
+if __name__ == "__main__":
+    main()
