@@ -46,8 +46,13 @@ def stats(c):
         path = os.path.join(t, "k.ptx")
         with open(path, "w") as f:
             f.write(ptx)
-        pt = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas")
-        r = subprocess.run([pt, "-arch=sm_90a", "-v", path, "-o", os.devnull], capture_output=True, text=True).stderr
+        # (A newer Triton's PTX may need its ptxas-blackwell.)
+        for pt in ("ptxas", "ptxas-blackwell"):
+            pt = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", pt)
+            r = subprocess.run([pt, "-arch=sm_90a", "-v", path, "-o", os.devnull], capture_output=True, text=True)
+            if r.returncode == 0:
+                break
+        r = r.stderr
     regs = ",".join(re.findall(r"Used (\d+) registers", r))
     sp = ",".join(re.findall(r"(\d+) bytes spill stores", r))
     return (f"regs={regs} spills={sp} smem={m.shared} warps={m.num_warps} stages={m.num_stages} "
