@@ -158,6 +158,82 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
     }
 }
 
+impl<'c, 'm> Em<'c, 'm, '_, '_> {
+    /// `acc + t` (f32 blocks of shape `shape`) as one tt.dot accumulating
+    /// into `acc`, where `t` is a tt.dot of a zero accumulator (or a
+    /// reshape of one): the Python build's `tl.dot(a, b, acc)`. A dot into
+    /// zero and an add cost attention's loop a second 64x128 f32 block
+    /// (Triton 3.6, sm_90: 243-255 registers and spills where the Python
+    /// build's kernel takes 165). The zero-accumulator dot is left unused.
+    pub(super) fn dot_into(
+        &self,
+        depth: usize,
+        acc: Value<'c, 'm>,
+        t: Value<'c, 'm>,
+        shape: &[u64],
+    ) -> R<Option<Value<'c, 'm>>> {
+        use melior::ir::ValueLike;
+        let Some(dot) = zero_dot(t) else {
+            return Ok(None);
+        };
+        let (Ok(a), Ok(b), Ok(r)) = (dot.operand(0), dot.operand(1), dot.result(0)) else {
+            return Ok(None);
+        };
+        let dty = r.r#type().to_string();
+        let ty = ty_text(shape, "f32");
+        let attrs = [
+            ("inputPrecision", "0 : i32".to_string()),
+            ("maxNumImpreciseAcc", "0 : i32".to_string()),
+        ];
+        if dty == ty {
+            return Ok(Some(self.val(
+                depth,
+                "tt.dot",
+                &[a, b, acc],
+                &ty,
+                &attrs,
+            )?));
+        }
+        let c = self.val(depth, "tt.reshape", &[acc], &dty, &[])?;
+        let d = self.val(depth, "tt.dot", &[a, b, c], &dty, &attrs)?;
+        Ok(Some(self.val(depth, "tt.reshape", &[d], &ty, &[])?))
+    }
+}
+
+/// The tt.dot of a zero accumulator that block value `v` is (or a
+/// tt.reshape of).
+fn zero_dot<'c, 'm>(v: Value<'c, 'm>) -> Option<melior::ir::OperationRef<'c, 'm>> {
+    let name = |op: &melior::ir::OperationRef<'c, 'm>| {
+        op.name().as_string_ref().as_str().ok().map(str::to_string)
+    };
+    let def = |v: Value<'c, 'm>| {
+        melior::ir::operation::OperationResult::try_from(v)
+            .ok()
+            .map(|r| r.owner())
+    };
+    let mut op = def(v)?;
+    // A product rounded to a narrower type and widened back (a matmul's
+    // f16 tile summed in f32): the Python build's K loop accumulates the
+    // dot in f32 without rounding each tile.
+    if name(&op)?.as_str() == "arith.extf" {
+        let r = def(op.operand(0).ok()?)?;
+        if name(&r)?.as_str() != "arith.truncf" {
+            return None;
+        }
+        op = def(r.operand(0).ok()?)?;
+    }
+    if name(&op)?.as_str() == "tt.reshape" {
+        op = def(op.operand(0).ok()?)?;
+    }
+    if name(&op)?.as_str() != "tt.dot" {
+        return None;
+    }
+    let c = def(op.operand(2).ok()?)?;
+    let value = c.attribute("value").ok()?.to_string();
+    (name(&c)?.as_str() == "arith.constant" && value.starts_with("dense<0.000000e+00>"))
+        .then_some(op)
+}
+
 /// Whether block value `v` is an `arith.extf` of an f16 block (under
 /// broadcasts, unit dims and reshapes): its values are f16 values.
 fn widened_f16(v: Value<'_, '_>) -> bool {

@@ -450,7 +450,17 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 let xy = self.broadcast_all(vec![x.clone(), y.clone()], depth)?;
                 let (x, y) = (&xy[0], &xy[1]);
                 let elt = dtype_name(x.dt);
-                let v = self.val(depth, op, &[x.v, y.v], &ty_text(&x.shape(), elt), &[])?;
+                let fused = match name.as_str() {
+                    "red.sum" if x.dt == DType::F32 => match self.dot_into(depth, x.v, y.v, &x.shape())? {
+                        Some(v) => Some(v),
+                        None => self.dot_into(depth, y.v, x.v, &x.shape())?,
+                    },
+                    _ => None,
+                };
+                let v = match fused {
+                    Some(v) => v,
+                    None => self.val(depth, op, &[x.v, y.v], &ty_text(&x.shape(), elt), &[])?,
+                };
                 Ok(vec![Blk {
                     v,
                     dims: x.dims.clone(),
