@@ -2,7 +2,7 @@
 //! materialized bytes), and the module they are put together in.
 
 use crate::convert::{to_func, Graph};
-use efir_diagnostics::{codes, Diag, Span};
+use efir_diagnostics::Span;
 use efir_ir::pass::{PassContext, PassFailed};
 use efir_ir::{Attr, Dim, Func, Module, ValueId};
 use egg::{Id, SymbolLang};
@@ -69,38 +69,16 @@ pub fn candidate_func(
 
 /// The module of the candidates: the reducer functions kept (`lambdas`),
 /// the candidate functions (in order) and the library functions they use
-/// (`library`). It is verified once, by the pass manager after the pass
-/// (which the verifier does not check: no two functions share a name, else
-/// an error on `cx`, a bug of the pass).
+/// (`library`), by [`crate::saturate::module_of`]: verified once, by the
+/// pass manager after the pass; two functions of one name are `E0207` on
+/// `cx` ("in the candidates: ..."), a bug of the pass.
 pub fn candidate_module(
     lambdas: Vec<Func>,
     candidates: Vec<Func>,
     library: Vec<Func>,
     cx: &mut PassContext<'_>,
 ) -> Result<Module, PassFailed> {
-    let mut m = Module::default();
-    m.funcs.extend(lambdas);
-    m.funcs.extend(candidates);
-    m.funcs.extend(library);
-    let mut names: HashSet<&str> = HashSet::new();
-    let mut twice = false;
-    for f in &m.funcs {
-        if !names.insert(&f.name) {
-            twice = true;
-            cx.diags.push(
-                Diag::error(
-                    codes::E0207,
-                    format!("in the candidates: function `@{}` is defined twice", f.name),
-                    f.name_span,
-                )
-                .with_label("redefined here"),
-            );
-        }
-    }
-    if twice {
-        return Err(PassFailed);
-    }
-    Ok(m)
+    crate::saturate::module_of(lambdas, candidates, library, "in the candidates", cx)
 }
 
 /// Kernel count and materialized bytes of a candidate function `f`, as the

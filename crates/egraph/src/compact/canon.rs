@@ -262,43 +262,43 @@ impl<'a> Enumerator<'a> {
         loaded: impl Fn(u32) -> u8,
         inputs: &mut Vec<u32>,
     ) -> (u32, u32) {
-        inputs.clear();
         let m = self.mem.read[c][j];
         if m != 0 && self.kids[c][j].iter().any(|x| loaded(*x) & m == 0) {
+            // The operands keyed first (in order), forced stores interned.
             let kids = self.kids[c][j].clone();
             let forced = self.mem.forced;
-            let mut keys: Vec<(u32, Option<&'r [u32]>)> = Vec::with_capacity(kids.len());
-            for x in &kids {
-                let (k, r) = kid(*x);
-                keys.push(if loaded(*x) & m == 0 {
+            let mut keys: Vec<(u32, (u32, Option<&'r [u32]>))> = Vec::with_capacity(kids.len());
+            for x in kids {
+                let (k, r) = kid(x);
+                let key = if loaded(x) & m == 0 {
                     (self.intern(forced, &[k]), None)
                 } else {
                     (k, r)
-                });
+                };
+                keys.push((x, key));
             }
-            let k = match self.kind[c][j] {
-                Kind::Pointwise(label) => {
-                    for kr in &keys {
-                        match kr {
-                            (_, Some(r)) => inputs.extend_from_slice(r),
-                            (k, None) => inputs.push(*k),
-                        }
-                    }
-                    inputs.sort_unstable();
-                    inputs.dedup();
-                    self.intern_at(2 * (self.opt_base[c] + j), label, inputs)
-                }
-                Kind::Materialize(label) | Kind::Op(label) => {
-                    inputs.extend(keys.iter().map(|kr| kr.0));
-                    self.intern_at(2 * (self.opt_base[c] + j), label, inputs)
-                }
-                Kind::View | Kind::Loop(_) => keys[0].0,
+            // (Every operand is in `keys`.)
+            let keyed = |x: u32| {
+                keys.iter()
+                    .find(|(y, _)| *y == x)
+                    .map_or((u32::MAX, None), |(_, key)| *key)
             };
-            return match self.stores[c][j] {
-                Some(s) => (self.intern_at(2 * (self.opt_base[c] + j) + 1, s, &[k]), k),
-                None => (k, k),
-            };
+            return self.option_key(c, j, keyed, inputs);
         }
+        self.option_key(c, j, kid, inputs)
+    }
+
+    /// The key of option `j` of class `c` given its operands' (`kid`), and
+    /// the key before a kernel's store wraps it: the body of
+    /// [`Enumerator::node_key_parts_in`].
+    fn option_key<'r>(
+        &mut self,
+        c: usize,
+        j: usize,
+        kid: impl Fn(u32) -> (u32, Option<&'r [u32]>),
+        inputs: &mut Vec<u32>,
+    ) -> (u32, u32) {
+        inputs.clear();
         let kids = &self.kids[c][j];
         let k = match self.kind[c][j] {
             Kind::View => {
