@@ -11,6 +11,28 @@ use std::collections::HashMap;
 /// whether it ends a pointwise region, and its symbolic key.
 pub(super) type Outcome = (bool, u64);
 
+/// What a symbolic key of [`Terms`] is (its first word; its parts
+/// follow).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
+pub(super) enum Term {
+    /// A frontier class itself, a variable: over its class.
+    Frontier = 0,
+    /// A fixed class's key (or an input of a fixed class's region): over
+    /// the key.
+    Key = 1,
+    /// A fixed class that ends a pointwise region: over its key (the
+    /// region's inputs are the term's inputs).
+    Region = 3,
+    /// A pointwise op: over its label and the set of its region's inputs.
+    Pointwise = 4,
+    /// A materialization, or a kernel's store of an op's result: over its
+    /// label and its operand.
+    Stored = 5,
+    /// Another op: over its label and its operands.
+    Op = 6,
+}
+
 /// Symbolic keys over frontier classes, interned, with the inputs of the
 /// regions among them.
 #[derive(Default)]
@@ -20,7 +42,12 @@ pub(super) struct Terms {
 }
 
 impl Terms {
-    pub(super) fn get(&mut self, v: Vec<u64>, inputs: Option<Vec<u64>>) -> u64 {
+    /// The number of the term `what` over `parts`, with the inputs of the
+    /// region it ends (if it ends one).
+    pub(super) fn get(&mut self, what: Term, parts: &[u64], inputs: Option<Vec<u64>>) -> u64 {
+        let mut v = Vec::with_capacity(1 + parts.len());
+        v.push(what as u64);
+        v.extend_from_slice(parts);
         let n = self.ids.len() as u64;
         let id = *self.ids.entry(v).or_insert(n);
         if id == n {
@@ -243,14 +270,17 @@ impl<'a> Enumerator<'a> {
                                     Some(r) => {
                                         let inputs: Vec<u64> = r
                                             .iter()
-                                            .map(|k| terms.get(vec![1, u64::from(*k)], None))
+                                            .map(|k| terms.get(Term::Key, &[u64::from(*k)], None))
                                             .collect();
-                                        (true, terms.get(vec![3, u64::from(*k)], Some(inputs)))
+                                        (
+                                            true,
+                                            terms.get(Term::Region, &[u64::from(*k)], Some(inputs)),
+                                        )
                                     }
-                                    None => (false, terms.get(vec![1, u64::from(*k)], None)),
+                                    None => (false, terms.get(Term::Key, &[u64::from(*k)], None)),
                                 }
                             } else {
-                                (false, terms.get(vec![0, x as u64], None))
+                                (false, terms.get(Term::Frontier, &[x as u64], None))
                             };
                             parts.push(p);
                         }
@@ -282,7 +312,7 @@ impl<'a> Enumerator<'a> {
         terms: &mut Terms,
     ) -> Outcome {
         let stored = |t: u64, terms: &mut Terms| match self.stores[c][j] {
-            Some(m) => (false, terms.get(vec![5, u64::from(m), t], None)),
+            Some(m) => (false, terms.get(Term::Stored, &[u64::from(m), t], None)),
             None => (false, t),
         };
         match self.kind[c][j] {
@@ -302,18 +332,18 @@ impl<'a> Enumerator<'a> {
                 }
                 inputs.sort_unstable();
                 inputs.dedup();
-                let mut v = vec![4, u64::from(label)];
+                let mut v = vec![u64::from(label)];
                 v.extend_from_slice(&inputs);
-                (true, terms.get(v, Some(inputs)))
+                (true, terms.get(Term::Pointwise, &v, Some(inputs)))
             }
             Kind::Materialize(label) => (
                 false,
-                terms.get(vec![5, u64::from(label), parts[0].1], None),
+                terms.get(Term::Stored, &[u64::from(label), parts[0].1], None),
             ),
             Kind::Op(label) => {
-                let mut v = vec![6, u64::from(label)];
+                let mut v = vec![u64::from(label)];
                 v.extend(parts.iter().map(|p| p.1));
-                let t = terms.get(v, None);
+                let t = terms.get(Term::Op, &v, None);
                 stored(t, terms)
             }
         }
