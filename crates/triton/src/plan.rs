@@ -78,7 +78,7 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
             buffer[op.result.index()] = true;
         }
     }
-    epilogues(f, &def, &mut buffer, broadcast);
+    epilogues(f, &def, &mut buffer, broadcast, &IndexSet::new());
     // Slices and concatenations read their operands from memory at shifted
     // offsets, so an operand computed by an op (under parallel views,
     // slices, transposes and reshapes of static extents: their index
@@ -131,6 +131,12 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
                 break;
             }
         }
+    }
+    let through = stores_through_views(f, &def, &mut buffer);
+    if !through.is_empty() {
+        // A matmul or reduction whose uses end in such a value is that
+        // kernel's too (a matmul, then exp, then a split of heads).
+        epilogues(f, &def, &mut buffer, false, &through);
     }
     // Axes and their extents.
     let mut axes: IndexMap<String, AxisInfo> = IndexMap::new();
@@ -333,7 +339,17 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
 /// mean or inverse RMS of a row applied to the row), in any number of
 /// buffers: each of their kernels recomputes it (a loop over the row before
 /// the pointwise work) instead of reading it from a kernel of its own.
-fn epilogues(f: &Func, def: &[Option<usize>], buffer: &mut [bool], broadcast: bool) {
+///
+/// With values in `through` (computed values that kernels store through
+/// views, see [`stores_through_views`]), only the reductions and matmuls
+/// whose one target is among them are fused (the rest was decided before).
+fn epilogues(
+    f: &Func,
+    def: &[Option<usize>],
+    buffer: &mut [bool],
+    broadcast: bool,
+    through: &IndexSet<ValueId>,
+) {
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); f.values.len()];
     for (i, op) in f.ops.iter().enumerate() {
         for o in &op.operands {
@@ -389,7 +405,7 @@ fn epilogues(f: &Func, def: &[Option<usize>], buffer: &mut [bool], broadcast: bo
                     ok = false;
                     break;
                 }
-                if buffer[y.index()] {
+                if buffer[y.index()] || through.contains(&y) {
                     targets.insert(y);
                 } else {
                     stack.push(y);
@@ -400,12 +416,89 @@ fn epilogues(f: &Func, def: &[Option<usize>], buffer: &mut [bool], broadcast: bo
             }
         }
         if ok
+            && (through.is_empty() || targets.iter().all(|t| through.contains(t)))
             && (targets.len() == 1 || (reduction && !targets.is_empty()))
             && def[v.index()].is_some()
         {
             buffer[v.index()] = false;
         }
     }
+}
+
+/// A returned value that is only a view of a value computed for it (the
+/// merge of attention's heads, `[B, H, S, D] -> transpose -> [B, S, H*D]`)
+/// is written by the kernel computing that value, through the view (see
+/// [`store_view`]), instead of being stored in its own layout and copied by
+/// a kernel that reads it back through the view.
+///
+/// That holds where the returned value is reached from a buffer `x` by
+/// reshapes and transposes of static extents without parallel state, at
+/// least one reshape splitting or merging dims (transposes alone are
+/// computed in place), and `x` (not a parameter or returned) and every
+/// value of the chain have no other use: `x` then is no buffer of its own.
+/// Returns those values `x`.
+fn stores_through_views(f: &Func, def: &[Option<usize>], buffer: &mut [bool]) -> IndexSet<ValueId> {
+    let mut out = IndexSet::new();
+    let mut uses = vec![0usize; f.values.len()];
+    for op in &f.ops {
+        for o in &op.operands {
+            uses[o.index()] += 1;
+        }
+    }
+    for r in &f.returns {
+        uses[r.index()] += 1;
+    }
+    for &r in &f.returns {
+        let Some((chain, x)) = view_chain(f, def, r) else {
+            continue;
+        };
+        let single = chain[1..]
+            .iter()
+            .all(|v| uses[v.index()] == 1 && !buffer[v.index()]);
+        let computed = def[x.index()]
+            .is_some_and(|i| f.ops[i].name != "par.collect" && f.ty(x).as_tensor().is_some());
+        if buffer[x.index()] && single && computed && uses[x.index()] == 1 {
+            buffer[x.index()] = false;
+            out.insert(x);
+        }
+    }
+    out
+}
+
+/// The reshapes and transposes from `root` down to the first value that is
+/// not one (`root` first, that value last), where every value on the way is
+/// stateless with static extents and one reshape splits or merges dims.
+fn view_chain(f: &Func, def: &[Option<usize>], root: ValueId) -> Option<(Vec<ValueId>, ValueId)> {
+    let mut chain = Vec::new();
+    let mut v = root;
+    let mut regroups = false;
+    let plain = |v: ValueId| stateless(f.ty(v)) && all_static(f, v);
+    while let Some(i) = def[v.index()] {
+        let op = &f.ops[i];
+        if !matches!(op.name.as_str(), "tensor.reshape" | "tensor.transpose") {
+            break;
+        }
+        if !plain(v) || !plain(op.operands[0]) {
+            return None;
+        }
+        regroups |= op.name == "tensor.reshape" && splits_or_merges(f, op.operands[0], v);
+        chain.push(v);
+        v = op.operands[0];
+    }
+    (regroups && !chain.is_empty()).then_some((chain, v))
+}
+
+/// Where the kernel writing buffer `root` computes another value and stores
+/// it through views into `root` (see [`stores_through_views`]): the chain of
+/// views (`root` first) and the value computed.
+pub fn store_view(
+    f: &Func,
+    def: &[Option<usize>],
+    buffer: &[bool],
+    root: ValueId,
+) -> Option<(Vec<ValueId>, ValueId)> {
+    let (chain, x) = view_chain(f, def, root)?;
+    (!buffer[x.index()] && def[x.index()].is_some()).then_some((chain, x))
 }
 
 fn kernel_of(
@@ -416,11 +509,13 @@ fn kernel_of(
     index: usize,
 ) -> Result<Kernel, String> {
     let mut grid = Vec::new();
-    let mut cur = root;
+    // A kernel storing through views computes the value under them.
+    let top = store_view(f, def, buffer, root).map_or(root, |(_, x)| x);
+    let mut cur = top;
     let mut collect = false;
     while let Some(i) = def[cur.index()] {
         let op = &f.ops[i];
-        if cur != root && buffer[cur.index()] {
+        if cur != top && buffer[cur.index()] {
             break;
         }
         match op.name.as_str() {
@@ -430,7 +525,7 @@ fn kernel_of(
                 grid.push((a.to_string(), Some(d)));
                 cur = op.operands[0];
             }
-            "par.collect" if cur == root => {
+            "par.collect" if cur == root && top == root => {
                 let a = op.attrs.get("axis").and_then(Attr::as_symbol).unwrap_or("");
                 grid.push((a.to_string(), None));
                 collect = true;

@@ -114,6 +114,8 @@ fn emit_kernel_with(
         return Err("the kernel's value and its buffer have different fields".into());
     }
     let blocks: Vec<Blk> = blocks.into_iter().map(|b| e.full(b)).collect();
+    // A kernel computing a value that its buffer holds through views.
+    let through = crate::plan::store_view(f, &p.def, &p.buffer, k.root).map(|(c, _)| c);
     let mut stores = Vec::new();
     for (i, (l, b)) in leaves.iter().zip(&blocks).enumerate() {
         let exts: Vec<Extent> = l.shape.iter().map(Extent::of).collect();
@@ -131,7 +133,21 @@ fn emit_kernel_with(
             None
         };
         let lead_ref = lead.as_ref().map(|(x, s)| (x.as_str(), s.clone()));
-        let ptr = e.ptr(&name, &b.dims, &exts, lead_ref);
+        let ptr = match &through {
+            // Each element of the computed block goes where the views put it.
+            Some(chain) => {
+                let r = b.dims.len();
+                let offs: Vec<String> = b
+                    .dims
+                    .iter()
+                    .enumerate()
+                    .map(|(j, d)| along(&d.offs, j, r))
+                    .collect();
+                let idx = store_indices(f, &p.def, chain, offs)?;
+                e.ptr_at(&name, &idx, &exts, lead_ref)
+            }
+            None => e.ptr(&name, &b.dims, &exts, lead_ref),
+        };
         let val = format!("({}).to({})", b.var, tl_dtype(l.dtype));
         for line in KernelEmitter::masked(&b.dims, |m| match m {
             None => format!("tl.store({ptr}, {val})"),
@@ -250,4 +266,52 @@ pub(super) fn emit_kernel_in_context(p: &Plan<'_>, k: &Kernel) -> Result<Emitted
             p.func.value(k.root).name
         )
     })
+}
+
+/// The index expressions of buffer `chain[0]`'s dims at the elements of a
+/// block of the value under its chain of reshapes and transposes (`offs`,
+/// those of the block's dims): the load of [`super::views`] run upwards (a
+/// transpose permutes, a reshape regroups through the row-major flat index,
+/// so a merge of heads `(h, d) -> h * D + d` and a split divide and take
+/// the modulo).
+fn store_indices(
+    f: &efir_ir::Func,
+    def: &[Option<usize>],
+    chain: &[ValueId],
+    offs: Vec<String>,
+) -> Result<Vec<String>, String> {
+    let statics = |y: ValueId| -> Result<Vec<u64>, String> {
+        let t = f.ty(y).as_tensor().ok_or("a view of a tuple")?;
+        t.shape
+            .iter()
+            .map(|d| match d {
+                efir_ir::Dim::Static(n) => Ok(*n),
+                efir_ir::Dim::Axis(_) => Err("a view of extents that are not static".to_string()),
+            })
+            .collect()
+    };
+    let mut idx = offs;
+    for &y in chain.iter().rev() {
+        let op = &f.ops[def[y.index()].ok_or("a view without its op")?];
+        let a = op.operands[0];
+        if op.name == "tensor.transpose" {
+            // Dim `k` of the result is dim `perm[k]` of the operand.
+            let perm = op
+                .attrs
+                .get("perm")
+                .and_then(Attr::as_int_array)
+                .ok_or("a transpose without perm")?;
+            idx = perm
+                .iter()
+                .map(|p| {
+                    idx.get(*p as usize)
+                        .cloned()
+                        .ok_or("a transpose out of range")
+                })
+                .collect::<Result<_, _>>()?;
+        } else {
+            idx = super::views::regroup(&idx, &statics(a)?, &statics(y)?)?;
+        }
+    }
+    Ok(idx)
 }
