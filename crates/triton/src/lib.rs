@@ -41,6 +41,7 @@ mod schedule;
 pub(crate) use emit::choose_defaults;
 pub use emit::{emit_python, estimate, layout_of, Estimate};
 pub use plan::small_dot_extents;
+pub use plan::store_view;
 pub use plan::{base_plan, plan};
 
 /// The extent of a dim: a number, or the tile count of an axis (the leading

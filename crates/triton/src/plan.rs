@@ -84,7 +84,8 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
     // slices, transposes and reshapes of static extents: their index
     // arithmetic composes, see `emit/slices.rs`) is stored.
     // Likewise a reshape that splits or merges dims: its block is loaded
-    // through index arithmetic (see `emit/views.rs`).
+    // through index arithmetic (see `emit/views.rs`), under reshapes,
+    // transposes and broadcasts.
     for op in &f.ops {
         let reads_memory = match op.name.as_str() {
             "tensor.slice" | "tensor.concat" => true,
@@ -107,6 +108,16 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
                     "tensor.reshape" | "tensor.transpose" => {
                         op.name == "tensor.reshape"
                             || (all_static(f, v) && all_static(f, d.operands[0]))
+                    }
+                    // A splitting or merging reshape reads a broadcast
+                    // (key/value heads repeated to their query group) at
+                    // index 0 of its stretched dims (`emit/views.rs`; of
+                    // the same rank).
+                    "tensor.broadcast" => {
+                        op.name == "tensor.reshape"
+                            && all_static(f, v)
+                            && f.ty(v).as_tensor().map(|t| t.shape.len())
+                                == f.ty(d.operands[0]).as_tensor().map(|t| t.shape.len())
                     }
                     _ => false,
                 };

@@ -7,8 +7,9 @@
 //! heads before the output projection), the block is loaded directly: each
 //! dim of the buffer is indexed by an expression of the requested block's
 //! offsets (for a reshape, the row-major flat index of the dims it groups,
-//! divided and taken modulo; for a transpose, the permuted offsets). No
-//! copy of the buffer is made in any layout.
+//! divided and taken modulo; for a transpose, the permuted offsets; for a
+//! broadcast, index 0 of the stretched dims: key/value heads repeated to
+//! their query group). No copy of the buffer is made in any layout.
 
 use super::*;
 use efir_ir::Dim;
@@ -31,6 +32,7 @@ impl KernelEmitter<'_, '_> {
                 op.name.as_str(),
                 "tensor.reshape"
                     | "tensor.transpose"
+                    | "tensor.broadcast"
                     | "par.partition"
                     | "par.replicate"
                     | "par.combine"
@@ -89,6 +91,7 @@ impl KernelEmitter<'_, '_> {
                 })
                 .unwrap_or_default()
         };
+        let mut stretched = false;
         for &y in chain {
             let op = &f.ops[self.p.def[y.index()].ok_or("no def")?];
             let a = op.operands[0];
@@ -107,6 +110,19 @@ impl KernelEmitter<'_, '_> {
                     out[*p as usize] = idx[k].clone();
                 }
                 idx = out;
+            } else if op.name == "tensor.broadcast" {
+                // A stretched dim (extent 1 in the operand) is index 0 (the
+                // loaded block is broadcast to its extents below).
+                let (ea, er) = (statics(a), statics(y));
+                if ea.len() != er.len() || idx.len() != er.len() {
+                    return Err("a broadcast that adds dims, read through a view".into());
+                }
+                for (j, x) in idx.iter_mut().enumerate() {
+                    if ea[j] == 1 && er[j] != 1 {
+                        *x = "0".into();
+                    }
+                }
+                stretched = true;
             } else {
                 idx = regroup(&idx, &statics(y), &statics(a))?;
             }
@@ -128,6 +144,17 @@ impl KernelEmitter<'_, '_> {
             Some(m) => format!("{var} = tl.load({ptr}, mask={m}, other=0)"),
         }) {
             self.line(depth, l);
+        }
+        if stretched {
+            // Offsets of a stretched dim may appear in no index: the
+            // pointers (so the load) then have extent 1 along it.
+            self.line(
+                depth,
+                format!(
+                    "{var} = tl.broadcast_to({var}, {})",
+                    super::shape_list(&dims)
+                ),
+            );
         }
         self.work.push(Work {
             bytes: dtype_bytes(dtype),
