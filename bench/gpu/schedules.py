@@ -48,7 +48,7 @@ def sample_configs(default, space, seed, n, kernels=None):
     values each kernel uses, see kernel_blocks; of all BLOCK_* keys where
     kernels is None) exceed MAX_TILE elements is left out. The structured
     points: the whole-row schedules (efir.tune.whole_rows), the default with
-    num_stages 3 and 4, with num_warps 8 (the
+    num_stages 3 and 4, with num_warps 8 and 2 (the
     default's blocks, kept whatever their tiles), and every BLOCK_* at
     min(its largest value <= MAX_BLOCK, cap) for caps 128, 64, 32 with
     num_warps 8 and num_stages 3 (left out like a sample past MAX_TILE)."""
@@ -82,6 +82,10 @@ def sample_configs(default, space, seed, n, kernels=None):
         add({**default, "num_stages": s}, check=False)
     if 8 in wdom:
         add({**default, "num_warps": 8}, check=False)
+    if 2 in wdom:
+        # attn_decode B=16 c0 at its default blocks: 247 us at 2 warps,
+        # 470-478 us at 4 (s21, s24 runs).
+        add({**default, "num_warps": 2}, check=False)
     for cap in (128, 64, 32):
         c = dict(default)
         for k, v in dom.items():

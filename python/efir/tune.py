@@ -188,12 +188,16 @@ def whole_rows(default, space):
 
 
 def samples(default, space, n, rng, fixed=()):
-    """The default schedule, the whole-row points (see `whole_rows`), then
+    """The default schedule, the default at num_warps 2 and 8, the
+    whole-row points (see `whole_rows`), then
     up to n distinct schedules in all with random ones of the space
     (BLOCK_* values at most MAX_BLOCK, or a domain's smallest); the
     parameters in `fixed` (those no kernel uses) keep their defaults."""
     out, seen = [dict(default)], {_key(default)}
-    for c in whole_rows(default, space):
+    # The default's blocks at other warp counts (attn_decode B=16 c0 at its
+    # default blocks: 247 us at 2 warps, 470-478 us at 4), then whole rows.
+    warps = [{**default, "num_warps": w} for w in (2, 8) if w in space.get("num_warps", ()) and w != default.get("num_warps")]
+    for c in warps + whole_rows(default, space):
         if len(out) < n and _key(c) not in seen and not any(k in fixed and c[k] != default.get(k) for k in c):
             seen.add(_key(c))
             out.append(c)

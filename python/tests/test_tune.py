@@ -89,13 +89,16 @@ def test_samples_include_whole_rows_where_a_domain_holds_them():
     space = {"BLOCK_k4096": [64, 1024, 2048, 4096], "BLOCK_g0_1": [1, 32, 4096],
              "BLOCK_m16": [16], "num_warps": [2, 4, 8], "num_stages": [2, 3]}
     default = {"BLOCK_k4096": 1024, "BLOCK_g0_1": 32, "BLOCK_m16": 16, "num_warps": 4, "num_stages": 2}
-    out = tune.samples(default, space, 6, random.Random(0))
+    out = tune.samples(default, space, 8, random.Random(0))
     assert out[0] == default
+    # The default's blocks at 2 and 8 warps.
+    assert out[1:3] == [{**default, "num_warps": 2}, {**default, "num_warps": 8}]
     # Every block that can hold a whole row at its largest value, the
     # others as the default has them; random samples stay at MAX_BLOCK.
-    assert out[1] == {**default, "BLOCK_k4096": 4096, "BLOCK_g0_1": 4096, "num_warps": 8}
-    assert out[2] == {**default, "BLOCK_k4096": 4096, "BLOCK_g0_1": 4096}
-    assert all(c["BLOCK_k4096"] <= tune.MAX_BLOCK for c in out[3:])
+    assert out[3] == {**default, "BLOCK_k4096": 4096, "BLOCK_g0_1": 4096, "num_warps": 8}
+    assert out[4] == {**default, "BLOCK_k4096": 4096, "BLOCK_g0_1": 4096}
+    assert all(c["BLOCK_k4096"] <= tune.MAX_BLOCK for c in out[5:])
+    assert len(out) == 8
     # Matmul dims (domains up to 1024) get no whole-row points.
     mm = {"BLOCK_k4096": [64, 1024], "num_warps": [4, 8], "num_stages": [2]}
     assert tune.whole_rows({"BLOCK_k4096": 64, "num_warps": 4, "num_stages": 2}, mm) == []
