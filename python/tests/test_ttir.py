@@ -167,6 +167,9 @@ CASES = [(f"examples/small/{w}.efir", w) for w in (
     ("lit-tests/TTIR/pointwise.efir", "pw"),
     ("lit-tests/TTIR/log1p.efir", "lp"),
     ("lit-tests/TTIR/not-covered.efir", "bmm"),
+    ("lit-tests/Translate/ttir-triton36.efir", "mmk"),
+    ("lit-tests/Translate/ttir-triton36.efir", "silu"),
+    ("lit-tests/Translate/ttir-triton36.efir", "rms"),
 ]
 
 

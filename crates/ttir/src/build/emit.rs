@@ -38,13 +38,16 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             )?,
             Some(m) => {
                 let z = self.splat_const(depth, 0.0, &shape, dt)?;
-                self.val(
+                let x = self.val(
                     depth,
                     "tt.load",
                     &[ptr, m, z],
                     &rt,
                     &[("operandSegmentSizes", "array<i32: 1, 1, 1>".into())],
-                )?
+                )?;
+                let bounds = dims.iter().map(|d| (raw(d.offs), d.ext, d.size)).collect();
+                self.zero_padded.insert(raw(x), bounds);
+                x
             }
         };
         Ok(Blk {
@@ -461,4 +464,10 @@ fn inserted_units(
     let axes: Vec<usize> = (0..er.len()).filter(|j| !nu_r.contains(j)).collect();
     let kept: Vec<u64> = nu_r.iter().map(|j| rs[*j]).collect();
     (axes.iter().all(|a| rs[*a] == 1) && kept == xs).then_some(axes)
+}
+
+/// A value's identity (its MLIR handle).
+pub(super) fn raw(v: Value<'_, '_>) -> usize {
+    use melior::ir::ValueLike;
+    v.to_raw().ptr as usize
 }

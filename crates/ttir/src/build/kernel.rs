@@ -182,6 +182,7 @@ pub(super) fn kernel(
                     .filter(|(a, _)| !k.grid.iter().any(|(g, _)| g == *a))
                     .map(|(a, b)| (a.clone(), *b))
                     .collect(),
+                zero_padded: HashMap::new(),
                 stat: p
                     .stat_blocks
                     .get(k.index)

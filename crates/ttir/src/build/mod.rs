@@ -286,6 +286,10 @@ struct Em<'c, 'm, 'p, 'a> {
     /// the estimate's `BLOCK_<axis>__k<i>`, as the Python build launches
     /// the kernel with); other axes take the plan's block.
     own: HashMap<String, u64>,
+    /// Masked loads (their value's raw pointer) whose masked-off elements
+    /// are zeros: per dim, the offsets (raw pointer), extent and size the
+    /// mask bounds (see [`Em::pad`]).
+    zero_padded: HashMap<usize, Vec<(usize, u64, u64)>>,
     /// The kernel's blocks of its statistics loops (a schedule's or the
     /// estimate's `BLOCK_<axis>__r<i>`, as the Python build launches the
     /// kernel with): a `par.reduce` over such an axis that is not a
