@@ -26,7 +26,8 @@ pub(super) struct Scratch {
     /// For which readers it is a buffer or views of one (bits of
     /// [`memory::ALL`]; holes count as buffers until resolved).
     pub(super) loaded: Vec<u8>,
-    /// The pointwise region it ends (an index into `regions`), if any.
+    /// The pointwise region it ends (an index into `regions`; [`NO_REGION`]
+    /// if none).
     pub(super) region: Vec<u32>,
     /// Keys of materializations of values without work.
     pub(super) pure: Vec<u32>,
@@ -63,7 +64,7 @@ impl Scratch {
                 memo: vec![0; n],
                 work: vec![false; n],
                 loaded: vec![0; n],
-                region: vec![u32::MAX; n],
+                region: vec![NO_REGION; n],
                 ..Scratch::default()
             };
         }
@@ -100,7 +101,7 @@ impl Scratch {
     /// it ends, if any.
     pub(super) fn key_region(&self, c: usize) -> (u32, Option<&[u32]>) {
         let r = match self.region[c] {
-            u32::MAX => None,
+            NO_REGION => None,
             r => {
                 let (a, b) = self.regions[r as usize];
                 Some(&self.region_keys[a as usize..b as usize])
@@ -120,11 +121,20 @@ pub(super) struct Canon {
     pub(super) invalid: bool,
 }
 
+/// A class's key and the inputs of the pointwise region it ends, if any.
+pub(super) type KeyRegion<'r> = (u32, Option<&'r [u32]>);
+
 /// Interned keys: what each is interned from, and its number.
 pub(super) type Keys = FxHashMap<Vec<u32>, u32>;
 
+/// The label of a hole's key (over its class).
 pub(super) const HOLE: u32 = u32::MAX;
 
+/// [`Scratch::region`] of a class that ends no pointwise region.
+pub(super) const NO_REGION: u32 = u32::MAX;
+
+/// The label of a program's key (over its results' keys and, while it has
+/// holes, its digest of `loaded` bits).
 pub(super) const ROOTS: u32 = u32::MAX - 1;
 
 impl<'a> Enumerator<'a> {
@@ -267,7 +277,7 @@ impl<'a> Enumerator<'a> {
             // The operands keyed first (in order), forced stores interned.
             let kids = self.kids[c][j].clone();
             let forced = self.mem.forced;
-            let mut keys: Vec<(u32, (u32, Option<&'r [u32]>))> = Vec::with_capacity(kids.len());
+            let mut keys: Vec<(u32, KeyRegion<'r>)> = Vec::with_capacity(kids.len());
             for x in kids {
                 let (k, r) = kid(x);
                 let key = if loaded(x) & m == 0 {
@@ -389,7 +399,6 @@ impl<'a> Enumerator<'a> {
         self.det_fresh = false;
         let mut sc = std::mem::take(&mut self.scratch);
         sc.start(self.ids.len(), s.holes.len().div_ceil(64).max(1));
-        let hw = sc.hwords;
         let mut sorted_holes = std::mem::take(&mut sc.holes);
         sorted_holes.clear();
         sorted_holes.extend_from_slice(&s.holes);
@@ -398,6 +407,7 @@ impl<'a> Enumerator<'a> {
         let mut inputs = std::mem::take(&mut sc.inputs);
         let mut stack = std::mem::take(&mut sc.stack);
         stack.clear();
+        // Classes keyed after their operands (depth first from the roots).
         stack.extend(self.roots.iter().rev().map(|r| (*r, false)));
         while let Some((c, done)) = stack.pop() {
             let ci = c as usize;
@@ -406,13 +416,7 @@ impl<'a> Enumerator<'a> {
             }
             let j = s.choice[ci];
             if j == NONE {
-                let k = self.hole_key[ci];
-                sc.set(ci, k, true, u32::MAX);
-                sc.loaded[ci] = memory::ALL;
-                sc.hreach[ci * hw..(ci + 1) * hw].fill(0);
-                if let Ok(i) = sorted_holes.binary_search(&c) {
-                    sc.hreach[ci * hw + i / 64] |= 1 << (i % 64);
-                }
+                self.key_hole(&mut sc, c, &sorted_holes);
                 continue;
             }
             let ji = j as usize;
@@ -425,109 +429,164 @@ impl<'a> Enumerator<'a> {
                 }
                 continue;
             }
-            let kids = &self.kids[ci][ji];
-            sc.hreach[ci * hw..(ci + 1) * hw].fill(0);
-            for x in kids {
-                let x = *x as usize;
-                for w in 0..hw {
-                    sc.hreach[ci * hw + w] |= sc.hreach[x * hw + w];
-                }
-            }
-            let w = self.needs_work(ci, ji, |x| sc.work[x as usize]);
-            let (k, inner) = self.node_key_parts_in(
-                ci,
-                ji,
-                |x| sc.key_region(x as usize),
-                |x| sc.loaded[x as usize],
-                &mut inputs,
-            );
-            // (Only readers and the classes they read through views have
-            // `loaded` bits that matter: see `memory::Memory::relevant`.)
-            if self.mem.relevant[ci] {
-                // A value computed with work that a read forces into memory
-                // is stored (the rule below: no other kernel computes it
-                // again), once it reaches no hole.
-                let m = self.mem.read[ci][ji];
-                if m != 0 {
-                    for x in &self.kids[ci][ji] {
-                        let xi = *x as usize;
-                        if sc.loaded[xi] & m == 0
-                            && sc.work[xi]
-                            && sc.hreach(xi).iter().all(|w| *w == 0)
-                        {
-                            sc.stored.push(sc.memo[xi]);
-                        }
-                    }
-                }
-                sc.loaded[ci] = self.loaded_bits(ci, ji, |x| sc.loaded[x as usize]);
-                sc.digest.push((c, sc.loaded[ci]));
-            }
-            // The value a key computes, for keys that reach no hole (a key
-            // with holes may still change shape: a hole resolved as a
-            // pointwise op merges into the region reading it).
-            if sc.hreach(ci).iter().all(|w| *w == 0) {
-                if self.value_of_key.len() <= k as usize {
-                    self.value_of_key.resize(k as usize + 1, u32::MAX);
-                }
-                self.value_of_key[k as usize] = self.keyed_value[ci];
-            }
-            match self.kind[ci][ji] {
-                Kind::Pointwise(_) => {
-                    invalid |= self.reads_twice(&inputs, &mut sc.vals);
-                    // A hole read by a region may yet merge into it (if it
-                    // is resolved as a pointwise op): not a use yet.
-                    let holes = &self.hole_keys;
-                    sc.used
-                        .extend(inputs.iter().filter(|k| !holes.contains(*k)));
-                }
-                Kind::Materialize(_) => {
-                    if sc.work[self.kids[ci][ji][0] as usize] {
-                        sc.stored.push(inputs[0]);
-                    } else {
-                        // Materializes a value without work: only a result
-                        // may (checked below, by key). A key names one
-                        // value, so a materialization of a value that no
-                        // result has never becomes a result's: invalid now
-                        // (the rest of the check waits for the results).
-                        let v = self.keyed_value[ci];
-                        invalid |= !self
-                            .roots
-                            .iter()
-                            .any(|r| self.keyed_value[*r as usize] == v);
-                        sc.pure.push(k);
-                    }
-                }
-                Kind::Op(_) => sc.used.extend_from_slice(&inputs),
-                Kind::View | Kind::Loop(_) => {}
-            }
-            if self.stores[ci][ji].is_some() {
-                sc.stored.push(inner);
-            }
-            let region = match self.kind[ci][ji] {
-                Kind::View => sc.region[self.kids[ci][ji][0] as usize],
-                Kind::Loop(_) if self.stores[ci][ji].is_none() => {
-                    sc.region[self.kids[ci][ji][0] as usize]
-                }
-                Kind::Pointwise(_) => {
-                    let a = sc.region_keys.len() as u32;
-                    sc.region_keys.extend_from_slice(&inputs);
-                    sc.regions.push((a, sc.region_keys.len() as u32));
-                    sc.regions.len() as u32 - 1
-                }
-                Kind::Materialize(_) | Kind::Op(_) | Kind::Loop(_) => u32::MAX,
-            };
-            if self.arity[ci] > 0
-                || self.kids[ci][ji]
-                    .iter()
-                    .any(|x| self.arity[*x as usize] > 0)
-            {
-                sc.tuples.push(c);
-            }
-            sc.set(ci, k, w, region);
+            invalid |= self.key_class(&mut sc, c, ji, &mut inputs);
         }
+        let mut roots = std::mem::take(&mut sc.roots);
+        self.root_keys(s, &mut sc, !sorted_holes.is_empty(), &mut roots);
+        let key = self.intern(ROOTS, &roots);
+        invalid |= self.materializes_pure(&sc, &roots);
+        invalid |= recomputes_stored(&mut sc);
+        sc.holes = sorted_holes;
+        sc.inputs = inputs;
+        sc.stack = stack;
+        sc.roots = roots;
+        self.scratch = sc;
+        Canon { key, invalid }
+    }
+
+    /// [`Enumerator::canon_parts`] for the hole `c`: keyed by itself, it
+    /// needs work, is a buffer for every reader and reaches itself (its bit
+    /// among the state's `sorted_holes`).
+    fn key_hole(&self, sc: &mut Scratch, c: u32, sorted_holes: &[u32]) {
+        let ci = c as usize;
+        let hw = sc.hwords;
+        sc.set(ci, self.hole_key[ci], true, NO_REGION);
+        sc.loaded[ci] = memory::ALL;
+        sc.hreach[ci * hw..(ci + 1) * hw].fill(0);
+        if let Ok(i) = sorted_holes.binary_search(&c) {
+            sc.hreach[ci * hw + i / 64] |= 1 << (i % 64);
+        }
+    }
+
+    /// [`Enumerator::canon_parts`] for class `c`, resolved by its option
+    /// `j` and with its operands keyed: its key, the holes it reaches,
+    /// whether it needs work, the region it ends, and what the rules of the
+    /// candidate space need (uses, stores, tuples). True when it already
+    /// breaks one of those rules.
+    fn key_class(&mut self, sc: &mut Scratch, c: u32, j: usize, inputs: &mut Vec<u32>) -> bool {
+        let ci = c as usize;
+        let hw = sc.hwords;
+        sc.hreach[ci * hw..(ci + 1) * hw].fill(0);
+        for x in &self.kids[ci][j] {
+            let x = *x as usize;
+            for w in 0..hw {
+                sc.hreach[ci * hw + w] |= sc.hreach[x * hw + w];
+            }
+        }
+        let w = self.needs_work(ci, j, |x| sc.work[x as usize]);
+        let (k, inner) = self.node_key_parts_in(
+            ci,
+            j,
+            |x| sc.key_region(x as usize),
+            |x| sc.loaded[x as usize],
+            inputs,
+        );
+        // (Only readers and the classes they read through views have
+        // `loaded` bits that matter: see `memory::Memory::relevant`.)
+        if self.mem.relevant[ci] {
+            self.note_loaded(sc, c, j);
+        }
+        // The value a key computes, for keys that reach no hole (a key
+        // with holes may still change shape: a hole resolved as a
+        // pointwise op merges into the region reading it).
+        if sc.hreach(ci).iter().all(|w| *w == 0) {
+            if self.value_of_key.len() <= k as usize {
+                self.value_of_key.resize(k as usize + 1, u32::MAX);
+            }
+            self.value_of_key[k as usize] = self.keyed_value[ci];
+        }
+        let invalid = self.note_uses(sc, c, j, k, inputs);
+        if self.stores[ci][j].is_some() {
+            sc.stored.push(inner);
+        }
+        let region = match self.kind[ci][j] {
+            Kind::View => sc.region[self.kids[ci][j][0] as usize],
+            Kind::Loop(_) if self.stores[ci][j].is_none() => {
+                sc.region[self.kids[ci][j][0] as usize]
+            }
+            Kind::Pointwise(_) => {
+                let a = sc.region_keys.len() as u32;
+                sc.region_keys.extend_from_slice(inputs);
+                sc.regions.push((a, sc.region_keys.len() as u32));
+                sc.regions.len() as u32 - 1
+            }
+            Kind::Materialize(_) | Kind::Op(_) | Kind::Loop(_) => NO_REGION,
+        };
+        if self.arity[ci] > 0 || self.kids[ci][j].iter().any(|x| self.arity[*x as usize] > 0) {
+            sc.tuples.push(c);
+        }
+        sc.set(ci, k, w, region);
+        invalid
+    }
+
+    /// [`Enumerator::key_class`] for a class whose `loaded` bits matter
+    /// (resolved by option `j`): its operands that a read forces into
+    /// memory, computed with work and reaching no hole, are stored (by the
+    /// rule of [`recomputes_stored`]: no other kernel computes them again);
+    /// its own bits, and the digest entry they give.
+    fn note_loaded(&self, sc: &mut Scratch, c: u32, j: usize) {
+        let ci = c as usize;
+        let m = self.mem.read[ci][j];
+        if m != 0 {
+            for x in &self.kids[ci][j] {
+                let xi = *x as usize;
+                if sc.loaded[xi] & m == 0 && sc.work[xi] && sc.hreach(xi).iter().all(|w| *w == 0) {
+                    sc.stored.push(sc.memo[xi]);
+                }
+            }
+        }
+        sc.loaded[ci] = self.loaded_bits(ci, j, |x| sc.loaded[x as usize]);
+        sc.digest.push((c, sc.loaded[ci]));
+    }
+
+    /// [`Enumerator::key_class`] for what option `j` of class `c` (keyed
+    /// `k`, over `inputs`) uses and stores, for the rules checked at the
+    /// end of [`Enumerator::canon_parts`]. True when the option breaks a
+    /// rule already: a region that reads one value twice, or a
+    /// materialization of a value without work that no result has.
+    fn note_uses(&self, sc: &mut Scratch, c: u32, j: usize, k: u32, inputs: &[u32]) -> bool {
+        let ci = c as usize;
+        match self.kind[ci][j] {
+            Kind::Pointwise(_) => {
+                let invalid = self.reads_twice(inputs, &mut sc.vals);
+                // A hole read by a region may yet merge into it (if it
+                // is resolved as a pointwise op): not a use yet.
+                let holes = &self.hole_keys;
+                sc.used
+                    .extend(inputs.iter().filter(|k| !holes.contains(*k)));
+                invalid
+            }
+            Kind::Materialize(_) => {
+                if sc.work[self.kids[ci][j][0] as usize] {
+                    sc.stored.push(inputs[0]);
+                    false
+                } else {
+                    // Materializes a value without work: only a result
+                    // may (checked below, by key). A key names one
+                    // value, so a materialization of a value that no
+                    // result has never becomes a result's: invalid now
+                    // (the rest of the check waits for the results).
+                    let v = self.keyed_value[ci];
+                    sc.pure.push(k);
+                    !self
+                        .roots
+                        .iter()
+                        .any(|r| self.keyed_value[*r as usize] == v)
+                }
+            }
+            Kind::Op(_) => {
+                sc.used.extend_from_slice(inputs);
+                false
+            }
+            Kind::View | Kind::Loop(_) => false,
+        }
+    }
+
+    /// The results' keys (into `roots`), and with `holes` (the state has
+    /// some), the digest of `loaded` bits.
+    fn root_keys(&mut self, s: &State, sc: &mut Scratch, holes: bool, roots: &mut Vec<u32>) {
         // A result computed whole by a pointwise op is stored like one
         // computed in tiles and combined.
-        let mut roots = std::mem::take(&mut sc.roots);
         roots.clear();
         for i in 0..self.roots.len() {
             let ri = self.roots[i] as usize;
@@ -535,7 +594,7 @@ impl<'a> Enumerator<'a> {
             let j = s.choice[ri];
             // (By the region the result ends, whatever e-node ends it: a
             // view of a region is the region.)
-            let k = if j != NONE && sc.region[ri] != u32::MAX {
+            let k = if j != NONE && sc.region[ri] != NO_REGION {
                 // Stored like a materialization of the region, for the rule
                 // below too.
                 if sc.work[ri] {
@@ -552,38 +611,38 @@ impl<'a> Enumerator<'a> {
         // a buffer or views of one: a reader still open (a hole) keys it
         // only once resolved, so two partial programs that differ there are
         // not the same (a complete program's readers key it already).
-        if !sorted_holes.is_empty() && !sc.digest.is_empty() {
+        if holes && !sc.digest.is_empty() {
             sc.digest.sort_unstable();
             for (c, b) in &sc.digest {
                 roots.push(*c);
                 roots.push(u32::from(*b));
             }
         }
-        let key = self.intern(ROOTS, &roots);
-        // A materialization of a value without work is a result's (by key,
-        // so that the rule depends only on the canonical form). While a
-        // result still reaches holes its key may yet become one of these,
-        // so the check waits (it stays monotone).
+    }
+
+    /// The rule on materializations of values without work, given the
+    /// results' keys (`roots`): each is a result's (by key, so that the
+    /// rule depends only on the canonical form). While a result still
+    /// reaches holes its key may yet become one of these, so the check
+    /// waits (it stays monotone). True when it is broken.
+    fn materializes_pure(&self, sc: &Scratch, roots: &[u32]) -> bool {
         let settled = self
             .roots
             .iter()
             .all(|r| sc.hreach(*r as usize).iter().all(|w| *w == 0));
-        if settled {
-            invalid |= sc.pure.iter().any(|k| {
+        settled
+            && sc.pure.iter().any(|k| {
                 !roots.contains(k) && !self.roots.iter().any(|r| sc.memo[*r as usize] == *k)
-            });
-        }
-        // A value computed with work and stored is not computed again in
-        // another kernel: that kernel could load it instead (kernels write
-        // one buffer each, so a reader computing it is a second kernel).
-        sc.stored.sort_unstable();
-        sc.stored.dedup();
-        invalid |= sc.used.iter().any(|k| sc.stored.binary_search(k).is_ok());
-        sc.holes = sorted_holes;
-        sc.inputs = inputs;
-        sc.stack = stack;
-        sc.roots = roots;
-        self.scratch = sc;
-        Canon { key, invalid }
+            })
     }
+}
+
+/// The rule on stored values: a value computed with work and stored is not
+/// computed again in another kernel, which could load it instead (kernels
+/// write one buffer each, so a reader computing it is a second kernel).
+/// True when it is broken (sorts `stored`).
+fn recomputes_stored(sc: &mut Scratch) -> bool {
+    sc.stored.sort_unstable();
+    sc.stored.dedup();
+    sc.used.iter().any(|k| sc.stored.binary_search(k).is_ok())
 }

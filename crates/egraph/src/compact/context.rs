@@ -4,7 +4,7 @@
 
 use super::determined::Visit;
 use super::index::Enumerator;
-use super::partial::{State, NONE};
+use super::partial::{State, NONE, UNORGANIZED};
 use super::space::Mode;
 use rustc_hash::FxHashSet;
 
@@ -204,7 +204,7 @@ impl<'a> Enumerator<'a> {
                     let c = x as usize;
                     let (wa, wb) = (a[i], e[k]);
                     let ok = match (tag(wa), tag(wb)) {
-                        (OPEN, OPEN) => payload(wa) == u32::MAX || wa == wb,
+                        (OPEN, OPEN) => payload(wa) == UNORGANIZED || wa == wb,
                         // Where `b` left it open but determined, `a` must be
                         // able to realize it as `b`'s picks do: classes it
                         // resolved below it are not compared otherwise.
@@ -251,11 +251,11 @@ impl<'a> Enumerator<'a> {
     }
 
     /// Whether the organization `p` that an earlier context records for the
-    /// value of class `c` agrees with `b`'s (`u32::MAX`: none chosen).
+    /// value of class `c` agrees with `b`'s ([`UNORGANIZED`]: none chosen).
     pub(super) fn agrees(&self, b: &State, c: usize, p: u32) -> bool {
         let v = self.value[c] as usize;
         let q = b.produced[v];
-        !self.several_orgs[v] || p == u32::MAX || q == u32::MAX || p == q
+        !self.several_orgs[v] || p == UNORGANIZED || q == UNORGANIZED || p == q
     }
 
     /// For [`Enumerator::covers`]: whether the earlier context `a`, where

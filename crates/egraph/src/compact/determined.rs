@@ -4,7 +4,7 @@
 use super::canon::Scratch;
 use super::index::Enumerator;
 use super::kinds::Kind;
-use super::partial::{State, NONE};
+use super::partial::{State, NONE, UNORGANIZED};
 use super::space::Mode;
 
 /// How far [`Enumerator::determine`] got with a class in one state. A
@@ -540,7 +540,7 @@ impl<'a> Enumerator<'a> {
         let v = self.value[ci] as usize;
         effects.clear();
         if let Some(l) = self.kind[ci][j].org() {
-            if self.several_orgs[v] && s.produced[v] == u32::MAX {
+            if self.several_orgs[v] && s.produced[v] == UNORGANIZED {
                 effects.push((v as u32, l));
             }
         }

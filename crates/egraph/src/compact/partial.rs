@@ -12,11 +12,15 @@ use std::collections::HashMap;
 pub(super) struct State {
     pub(super) choice: Vec<u16>,
     pub(super) holes: Vec<u32>,
-    /// The label of the op producing each value class, where one was chosen.
+    /// The label of the op producing each value class, where one was chosen
+    /// ([`UNORGANIZED`] elsewhere).
     pub(super) produced: Vec<u32>,
 }
 
 pub(super) const NONE: u16 = u16::MAX;
+
+/// [`State::produced`] of a value whose organization is not chosen yet.
+pub(super) const UNORGANIZED: u32 = u32::MAX;
 
 impl<'a> Enumerator<'a> {
     /// The options of class `c` the enumeration tries: a fixed class has
@@ -34,7 +38,7 @@ impl<'a> Enumerator<'a> {
         match self.kind[c as usize][j].org() {
             Some(l) => {
                 let p = s.produced[self.value[c as usize] as usize];
-                p == u32::MAX || p == l
+                p == UNORGANIZED || p == l
             }
             None => true,
         }
@@ -151,7 +155,7 @@ impl<'a> Enumerator<'a> {
         let mut first = State {
             choice: vec![NONE; self.ids.len()],
             holes,
-            produced: vec![u32::MAX; self.values],
+            produced: vec![UNORGANIZED; self.values],
         };
         self.force(mode, &mut first, &mut n.expanded)
             .then_some(first)
