@@ -104,6 +104,10 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
                 }
                 let view = match d.name.as_str() {
                     "par.partition" | "par.replicate" | "par.combine" => true,
+                    // A concatenated negation (the rotary embedding's
+                    // rotated half) is negated where it is loaded
+                    // (`emit/slices.rs`).
+                    "ew.neg" => op.name == "tensor.concat" && v == *o,
                     "tensor.slice" => op.name != "tensor.reshape",
                     "tensor.reshape" | "tensor.transpose" => {
                         op.name == "tensor.reshape"

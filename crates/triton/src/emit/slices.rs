@@ -4,7 +4,9 @@
 //! offsets: element `i` of a slice along a dim is element `start + i * step`
 //! of its operand (slices of slices compose), and element `i` of a
 //! concatenation is element `i - o` of the operand that starts at offset
-//! `o`, chosen with `tl.where`.
+//! `o`, chosen with `tl.where`. A concatenated operand may also be the
+//! negation of such a read (the rotated half of a rotary embedding): it is
+//! negated once loaded.
 //!
 //! An operand may also be a transpose or a reshape (of static extents) of a
 //! buffer, under the same views (the two halves of each head of a
@@ -337,6 +339,14 @@ impl KernelEmitter<'_, '_> {
                     bd.offs.clone()
                 }
             };
+            // A negation of what the concatenation could read is negated
+            // once loaded (the plan does not store it).
+            let (a, neg) = match self.p.def[a.index()].map(|i| &f.ops[i]) {
+                Some(n) if n.name == "ew.neg" && !self.p.buffer[a.index()] => {
+                    (&n.operands[0], true)
+                }
+                _ => (a, false),
+            };
             let x = if self.through_views(*a) {
                 let idx: Vec<String> = dims
                     .iter()
@@ -355,6 +365,13 @@ impl KernelEmitter<'_, '_> {
                     .map(|(k, (bd, (start, step)))| shifted(&here(k, bd), *start, *step))
                     .collect();
                 self.load_at(src, &dims, &idx, &format!("{base} & {inside}"), depth)?
+            };
+            let x = if neg {
+                let w = self.fresh("v");
+                self.line(depth, format!("{w} = -({x})"));
+                w
+            } else {
+                x
             };
             acc = Some(match acc {
                 None => x,
