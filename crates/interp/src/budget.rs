@@ -68,6 +68,17 @@ pub fn human(b: u128) -> String {
 /// more than `budget` bytes: the interpreter keeps every value (8 bytes an
 /// element; a dim of tiles counts as many as the largest extent).
 pub fn check_memory(m: &Module, f: &Func, budget: u128) -> Result<(), String> {
+    check_memory_sized(m, f, budget, &std::collections::BTreeMap::new())
+}
+
+/// [`check_memory`] with symbolic extents sized by `dims` (an extent not
+/// in `dims` counts as the widest static dim, as there).
+pub fn check_memory_sized(
+    m: &Module,
+    f: &Func,
+    budget: u128,
+    dims: &std::collections::BTreeMap<String, u64>,
+) -> Result<(), String> {
     let funcs = reachable(m, f);
     let values = || funcs.iter().flat_map(|g| g.values.iter());
     let mut widest: u128 = 1;
@@ -88,7 +99,7 @@ pub fn check_memory(m: &Module, f: &Func, budget: u128) -> Result<(), String> {
             let n = l.shape.iter().fold(8u128, |acc, d| {
                 acc.saturating_mul(match d {
                     efir_ir::Dim::Static(n) => *n as u128,
-                    efir_ir::Dim::Axis(_) => widest,
+                    efir_ir::Dim::Axis(a) => dims.get(a).map_or(widest, |n| *n as u128),
                 })
             });
             bytes = bytes.saturating_add(n);

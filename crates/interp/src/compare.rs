@@ -3,7 +3,7 @@
 //! a relative L2 tolerance.
 
 use crate::eval::{Interp, Options, SemanticsTable};
-use crate::inputs::{random_inputs, Dist};
+use crate::inputs::{random_inputs_sized, Dist};
 use crate::value::{Precision, Tensor};
 use efir_ir::{AxisState, Dim, Module, Type};
 use std::collections::BTreeMap;
@@ -48,6 +48,8 @@ pub struct CompareOptions {
     /// Tile choices; empty means derived from the programs (see
     /// [`tile_choices`]).
     pub tiles: Vec<BTreeMap<String, usize>>,
+    /// Sizes of the symbolic extents of the function's parameters.
+    pub dims: BTreeMap<String, u64>,
 }
 
 impl CompareOptions {
@@ -62,6 +64,7 @@ impl CompareOptions {
             seed: 0,
             precision: Precision::F64,
             tiles: Vec::new(),
+            dims: BTreeMap::new(),
         }
     }
 }
@@ -171,7 +174,7 @@ pub fn compare(
                 .seed
                 .wrapping_add((k as u64).wrapping_mul(opts.trials as u64))
                 .wrapping_add(s as u64);
-            let inputs = random_inputs(fa, seed, Dist::Normal)?;
+            let inputs = random_inputs_sized(fa, seed, Dist::Normal, &opts.dims, &[])?;
             let o = Options {
                 precision: opts.precision,
                 tiles: t.clone(),

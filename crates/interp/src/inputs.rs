@@ -9,6 +9,7 @@ use npyz::WriterBuilder;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
@@ -42,25 +43,53 @@ fn draw(rng: &mut ChaCha8Rng, dt: DType, dist: Dist) -> f64 {
 
 /// Random inputs for every parameter of `f` (static shapes only).
 pub fn random_inputs(f: &Func, seed: u64, dist: Dist) -> Result<Vec<Tensor>, String> {
+    random_inputs_sized(f, seed, dist, &BTreeMap::new(), &[])
+}
+
+/// Random inputs for the parameters of `f`, its symbolic extents `|@a|`
+/// sized by `dims`. A parameter marked in `given` (its value comes from
+/// elsewhere) whose shape `dims` does not fix gets an empty placeholder;
+/// every other one is drawn, in order, from the seed.
+pub fn random_inputs_sized(
+    f: &Func,
+    seed: u64,
+    dist: Dist,
+    dims: &BTreeMap<String, u64>,
+    given: &[bool],
+) -> Result<Vec<Tensor>, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     f.params
         .iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(i, p)| {
             let v = f.value(*p);
             let Type::Tensor(t) = &v.ty else {
                 return Err(format!("parameter `%{}` is a tuple", v.name));
             };
-            let shape: Vec<usize> = t
+            let shape: Result<Vec<usize>, String> = t
                 .shape
                 .iter()
                 .map(|d| match d {
                     efir_ir::Dim::Static(n) => Ok(*n as usize),
-                    efir_ir::Dim::Axis(a) => Err(format!(
-                        "parameter `%{}` has the symbolic dim |@{a}|",
-                        v.name
-                    )),
+                    efir_ir::Dim::Axis(a) => match dims.get(a) {
+                        Some(n) => usize::try_from(*n).map_err(|_| format!("|@{a}| = {n} is too large")),
+                        None => Err(format!(
+                            "parameter `%{}` has the symbolic dim |@{a}|: give its size (--dim {a}=N) or the parameter (--input {}=FILE.npy)",
+                            v.name, v.name
+                        )),
+                    },
                 })
-                .collect::<Result<_, _>>()?;
+                .collect();
+            let shape = match shape {
+                Ok(s) => s,
+                Err(_) if given.get(i) == Some(&true) => {
+                    return Ok(Tensor {
+                        dtype: t.dtype,
+                        data: ArrayD::zeros(IxDyn(&[0])),
+                    })
+                }
+                Err(e) => return Err(e),
+            };
             let n: usize = shape.iter().product();
             let data: Vec<f64> = (0..n).map(|_| draw(&mut rng, t.dtype, dist)).collect();
             Ok(Tensor {

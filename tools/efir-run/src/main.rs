@@ -6,7 +6,7 @@
 
 use clap::Parser;
 use efir_interp::compare::{compare, tile_choices, CompareOptions};
-use efir_interp::inputs::{random_inputs, read_npy, write_npy, Dist};
+use efir_interp::inputs::{random_inputs_sized, read_npy, write_npy, Dist};
 use efir_interp::{Interp, Options, Precision, Tensor};
 use efir_ir::{Module, Type};
 use std::collections::BTreeMap;
@@ -33,9 +33,14 @@ struct Cli {
     /// Distribution of random float inputs.
     #[arg(long, default_value = "normal", value_parser = ["normal", "uniform"])]
     dist: String,
-    /// Read a parameter from a .npy file: NAME=FILE.npy (repeatable).
+    /// Read a parameter from a .npy file: NAME=FILE.npy (repeatable). Its
+    /// shape sizes the symbolic extents `|@n|` of its type.
     #[arg(long = "input", value_name = "NAME=FILE")]
     inputs: Vec<String>,
+    /// Sizes of symbolic extents `|@n|` for random inputs: n=8,s=64
+    /// (repeatable).
+    #[arg(long = "dim", value_name = "NAME=N,...")]
+    dims: Vec<String>,
     /// Write each output (and with --dump-inputs, each input) here as .npy.
     #[arg(long)]
     output_dir: Option<PathBuf>,
@@ -183,6 +188,37 @@ fn parse_tiles(s: &str) -> Result<BTreeMap<String, usize>, String> {
         .collect()
 }
 
+/// `--dim n=8,s=64` (repeatable) as sizes of symbolic extents.
+fn parse_dims(specs: &[String]) -> Result<BTreeMap<String, u64>, String> {
+    let mut dims = BTreeMap::new();
+    for p in specs
+        .iter()
+        .flat_map(|s| s.split(','))
+        .filter(|p| !p.trim().is_empty())
+    {
+        let (k, v) = p
+            .split_once('=')
+            .ok_or_else(|| format!("--dim `{p}` is not NAME=N"))?;
+        let k = k
+            .trim()
+            .trim_start_matches('@')
+            .trim_matches('|')
+            .trim_start_matches('@');
+        let n: u64 = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("--dim `{p}`: `{}` is not a positive integer", v.trim()))?;
+        if let Some(old) = dims.insert(k.to_string(), n) {
+            if old != n {
+                return Err(format!("--dim {k} is given twice ({old} and {n})"));
+            }
+        }
+    }
+    Ok(dims)
+}
+
 fn run(cli: &Cli) -> Result<ExitCode, String> {
     let precision = if cli.precision == "f64" {
         Precision::F64
@@ -210,11 +246,12 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
                 .clone(),
         };
         let budget = cli.max_memory.unwrap_or_else(default_memory);
+        let dims = parse_dims(&cli.dims)?;
         for (m, file) in [(&ma, a), (&mb, b)] {
             let g = m
                 .func(&func)
                 .ok_or_else(|| format!("no function `@{func}` in `{}`", file.display()))?;
-            efir_interp::budget::check_memory(m, g, budget)?;
+            efir_interp::budget::check_memory_sized(m, g, budget, &dims)?;
         }
         let tol = match cli.tol {
             Some(t) if t.is_finite() && t >= 0.0 => t,
@@ -228,6 +265,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
             seed: cli.seed,
             precision,
             tiles,
+            dims: parse_dims(&cli.dims)?,
         };
         let rep = compare(&ma, &mb, &sem, &opts)?;
         for t in &rep.trials {
@@ -277,13 +315,15 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
             names.join(", ")
         )
     })?;
-    efir_interp::budget::check_memory(&m, f, cli.max_memory.unwrap_or_else(default_memory))?;
     let dist = if cli.dist == "uniform" {
         Dist::Uniform
     } else {
         Dist::Normal
     };
-    let mut inputs = random_inputs(f, cli.seed, dist)?;
+    let mut dims = parse_dims(&cli.dims)?;
+    // The given inputs first: their shapes size the symbolic extents of
+    // their types (agreeing with --dim and with each other).
+    let mut read: BTreeMap<usize, Tensor> = BTreeMap::new();
     let mut given = BTreeMap::new();
     for spec in &cli.inputs {
         let (name, path) = spec
@@ -303,9 +343,48 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
                 "--input {name} is given twice (`{first}` and `{path}`)"
             ));
         }
-        inputs[idx] =
-            read_npy(Path::new(path), t.dtype).map_err(|e| format!("--input {name}: {e}"))?;
+        let x = read_npy(Path::new(path), t.dtype).map_err(|e| format!("--input {name}: {e}"))?;
+        let shape = x.data.shape();
+        let symbolic = t.shape.iter().any(|d| matches!(d, efir_ir::Dim::Axis(_)));
+        // (A static shape is checked where the program runs.)
+        if symbolic && shape.len() != t.shape.len() {
+            return Err(format!(
+                "--input {name}: `{path}` has {} dims, `%{name}` has {} ({})",
+                shape.len(),
+                t.shape.len(),
+                f.ty(f.params[idx])
+            ));
+        }
+        for (j, d) in t.shape.iter().enumerate().filter(|_| symbolic) {
+            let n = shape[j] as u64;
+            match d {
+                efir_ir::Dim::Axis(a) => match dims.get(a) {
+                    Some(m) if *m != n => {
+                        return Err(format!(
+                            "--input {name}: dim {j} of `{path}` is {n}, but |@{a}| is {m} (from --dim or another input)"
+                        ))
+                    }
+                    Some(_) => {}
+                    None => {
+                        dims.insert(a.clone(), n);
+                    }
+                },
+                _ => {}
+            }
+        }
+        read.insert(idx, x);
         given.insert(idx, path.to_string());
+    }
+    efir_interp::budget::check_memory_sized(
+        &m,
+        f,
+        cli.max_memory.unwrap_or_else(default_memory),
+        &dims,
+    )?;
+    let mask: Vec<bool> = (0..f.params.len()).map(|i| read.contains_key(&i)).collect();
+    let mut inputs = random_inputs_sized(f, cli.seed, dist, &dims, &mask)?;
+    for (i, x) in read {
+        inputs[i] = x;
     }
     let tiles = match tiles.as_slice() {
         [] => {

@@ -31,6 +31,7 @@ fn opts(func: &str, precision: Precision, tol: f64) -> CompareOptions {
         seed: 7,
         precision,
         tiles: Vec::new(),
+        dims: Default::default(),
     }
 }
 
