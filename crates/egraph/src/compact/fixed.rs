@@ -2,7 +2,7 @@
 //! one key (or one outcome over its frontier), which `early` resolves with
 //! one option.
 
-use super::fixpoint::{agree, readers_of, shrink, sweep_to_fixpoint};
+use super::fixpoint::{agree_bottom_up, readers_of, sweep_to_fixpoint};
 use super::index::Enumerator;
 use super::kinds::Kind;
 use std::collections::HashMap;
@@ -109,6 +109,7 @@ impl<'a> Enumerator<'a> {
         for r in &self.roots {
             result_value[self.keyed_value[*r as usize] as usize] = true;
         }
+        let options: Vec<usize> = self.options.iter().map(Vec::len).collect();
         loop {
             // Greatest set closed under "every option is a leaf, a view or
             // pointwise over candidates (or an invalid materialization)".
@@ -116,75 +117,64 @@ impl<'a> Enumerator<'a> {
                 if !cand[c] {
                     return false;
                 }
-                {
-                    let ok = (0..self.options[c].len()).all(|j| {
-                        self.leaf[c][j]
-                            || match self.kind[c][j] {
-                                Kind::View | Kind::Pointwise(_) => {
-                                    self.kids[c][j].iter().all(|k| cand[*k as usize])
-                                }
-                                // Invalid unless its key is a result's, which
-                                // needs a result of the same value.
-                                Kind::Materialize(_) => {
-                                    !result_value[self.keyed_value[c] as usize]
-                                        && self.kids[c][j].iter().all(|k| cand[*k as usize])
-                                }
-                                Kind::Op(_) | Kind::Loop(_) => false,
+                let ok = (0..self.options[c].len()).all(|j| {
+                    self.leaf[c][j]
+                        || match self.kind[c][j] {
+                            Kind::View | Kind::Pointwise(_) => {
+                                self.kids[c][j].iter().all(|k| cand[*k as usize])
                             }
-                    });
-                    if !ok {
-                        cand[c] = false;
-                        return true;
-                    }
+                            // Invalid unless its key is a result's, which
+                            // needs a result of the same value.
+                            Kind::Materialize(_) => {
+                                !result_value[self.keyed_value[c] as usize]
+                                    && self.kids[c][j].iter().all(|k| cand[*k as usize])
+                            }
+                            Kind::Op(_) | Kind::Loop(_) => false,
+                        }
+                });
+                if !ok {
+                    cand[c] = false;
+                    return true;
                 }
                 false
             });
             // Keys bottom up (least fixed point): an option counts once its
             // operands have keys; every counted option must agree.
-            let mut key: Vec<Option<(u32, Option<Vec<u32>>)>> = vec![None; n];
             let mut inputs: Vec<u32> = Vec::new();
-            let mut pick: Vec<Option<u16>> = vec![None; n];
-            let mut bad = vec![false; n];
-            sweep_to_fixpoint(n, &parents, |c| {
-                let mut changed = false;
-                {
-                    if !cand[c] || bad[c] {
-                        return false;
-                    }
-                    for j in 0..self.options[c].len() {
-                        if matches!(self.kind[c][j], Kind::Materialize(_)) {
-                            continue;
-                        }
-                        if self.kids[c][j].iter().any(|k| key[*k as usize].is_none()) {
-                            continue;
-                        }
-                        let k = self.node_key(
-                            c,
-                            j,
-                            |x| {
-                                let (k, r) = key[x as usize].as_ref().expect("operands are keyed");
-                                (*k, r.as_deref())
-                            },
-                            &mut inputs,
-                        );
-                        let region = match self.kind[c][j] {
-                            Kind::View => key[self.kids[c][j][0] as usize]
-                                .as_ref()
-                                .and_then(|(_, r)| r.clone()),
-                            Kind::Pointwise(_) => Some(inputs.clone()),
-                            _ => None,
-                        };
-                        changed |= agree(&mut key[c], &mut pick[c], &mut bad[c], (k, region), j);
-                    }
+            let keyed = agree_bottom_up(&parents, &cand, &options, |c, j, key: &[FixedKey]| {
+                if matches!(self.kind[c][j], Kind::Materialize(_)) {
+                    return None;
                 }
-                changed
+                if self.kids[c][j].iter().any(|k| key[*k as usize].is_none()) {
+                    return None;
+                }
+                let k = self.node_key(
+                    c,
+                    j,
+                    |x| {
+                        let (k, r) = key[x as usize].as_ref().expect("operands are keyed");
+                        (*k, r.as_deref())
+                    },
+                    &mut inputs,
+                );
+                let region = match self.kind[c][j] {
+                    Kind::View => key[self.kids[c][j][0] as usize]
+                        .as_ref()
+                        .and_then(|(_, r)| r.clone()),
+                    Kind::Pointwise(_) => Some(inputs.clone()),
+                    _ => None,
+                };
+                Some((k, region))
             });
-            if !shrink(&mut cand, &bad, |c| key[c].is_some()) {
+            if !keyed.shrink(&mut cand) {
                 let picks = (0..n)
-                    .map(|c| if cand[c] { pick[c] } else { None })
+                    .map(|c| if cand[c] { keyed.picks[c] } else { None })
                     .collect();
-                let keys = (0..n)
-                    .map(|c| if cand[c] { key[c].clone() } else { None })
+                let keys = keyed
+                    .values
+                    .into_iter()
+                    .zip(&cand)
+                    .map(|(k, c)| if *c { k } else { None })
                     .collect();
                 return (picks, keys);
             }
@@ -238,64 +228,42 @@ impl<'a> Enumerator<'a> {
                     })
             })
             .collect();
+        let options: Vec<usize> = self.options.iter().map(Vec::len).collect();
         loop {
             let mut terms = Terms::default();
-            let mut out: Vec<Option<Outcome>> = vec![None; n];
-            let mut pick: Vec<Option<u16>> = vec![None; n];
-            let mut bad = vec![false; n];
-            sweep_to_fixpoint(n, &parents, |c| {
-                let mut changed = false;
-                {
-                    if !cand[c] || bad[c] {
-                        return false;
-                    }
-                    for j in 0..self.options[c].len() {
-                        // What each operand contributes: a candidate's
-                        // outcome once known, a fixed class's key (and its
-                        // region's inputs), a frontier class itself.
-                        let mut parts: Vec<Outcome> = Vec::new();
-                        let mut ready = true;
-                        for &x in &self.kids[c][j] {
-                            let x = x as usize;
-                            let p = if cand[x] {
-                                match out[x] {
-                                    Some(p) => p,
-                                    None => {
-                                        ready = false;
-                                        break;
-                                    }
-                                }
-                            } else if let Some((k, r)) = &keys[x] {
-                                match r {
-                                    Some(r) => {
-                                        let inputs: Vec<u64> = r
-                                            .iter()
-                                            .map(|k| terms.get(Term::Key, &[u64::from(*k)], None))
-                                            .collect();
-                                        (
-                                            true,
-                                            terms.get(Term::Region, &[u64::from(*k)], Some(inputs)),
-                                        )
-                                    }
-                                    None => (false, terms.get(Term::Key, &[u64::from(*k)], None)),
-                                }
-                            } else {
-                                (false, terms.get(Term::Frontier, &[x as u64], None))
-                            };
-                            parts.push(p);
+            let outcomes = agree_bottom_up(&parents, &cand, &options, |c, j, out| {
+                // What each operand contributes: a candidate's outcome once
+                // known, a fixed class's key (and its region's inputs), a
+                // frontier class itself.
+                let mut parts: Vec<Outcome> = Vec::new();
+                for &x in &self.kids[c][j] {
+                    let x = x as usize;
+                    let p = if cand[x] {
+                        out[x]?
+                    } else if let Some((k, r)) = &keys[x] {
+                        match r {
+                            Some(r) => {
+                                let inputs: Vec<u64> = r
+                                    .iter()
+                                    .map(|k| terms.get(Term::Key, &[u64::from(*k)], None))
+                                    .collect();
+                                (
+                                    true,
+                                    terms.get(Term::Region, &[u64::from(*k)], Some(inputs)),
+                                )
+                            }
+                            None => (false, terms.get(Term::Key, &[u64::from(*k)], None)),
                         }
-                        if !ready {
-                            continue;
-                        }
-                        let o = self.outcome(c, j, &parts, &mut terms);
-                        changed |= agree(&mut out[c], &mut pick[c], &mut bad[c], o, j);
-                    }
+                    } else {
+                        (false, terms.get(Term::Frontier, &[x as u64], None))
+                    };
+                    parts.push(p);
                 }
-                changed
+                Some(self.outcome(c, j, &parts, &mut terms))
             });
-            if !shrink(&mut cand, &bad, |c| out[c].is_some()) {
+            if !outcomes.shrink(&mut cand) {
                 return (0..n)
-                    .map(|c| if cand[c] { pick[c] } else { None })
+                    .map(|c| if cand[c] { outcomes.picks[c] } else { None })
                     .collect();
             }
         }

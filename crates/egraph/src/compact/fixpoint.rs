@@ -106,3 +106,51 @@ pub(super) fn shrink(cand: &mut [bool], bad: &[bool], defined: impl Fn(usize) ->
     }
     shrunk
 }
+
+/// What [`agree_bottom_up`] found: per class, the value every realizable
+/// option gives it (`None` where none does), the option that gave it
+/// first, and whether two options disagree (`bad`).
+pub(super) struct Agreed<T> {
+    pub(super) values: Vec<Option<T>>,
+    pub(super) picks: Vec<Option<u16>>,
+    pub(super) bad: Vec<bool>,
+}
+
+/// One bottom-up pass (a least fixed point) over the classes in `cand`,
+/// in which every realizable option of a class must give it the same
+/// value: `value(c, j, values)` is what option `j` of class `c` gives,
+/// given the values found so far, or `None` where it is not realizable (yet:
+/// say its operands have none); `options[c]` is how many options class `c`
+/// has. A class's value is its first realizable option's ([`agree`]).
+pub(super) fn agree_bottom_up<T: PartialEq>(
+    parents: &[Vec<u32>],
+    cand: &[bool],
+    options: &[usize],
+    mut value: impl FnMut(usize, usize, &[Option<T>]) -> Option<T>,
+) -> Agreed<T> {
+    let n = cand.len();
+    let mut values: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    let mut picks = vec![None; n];
+    let mut bad = vec![false; n];
+    sweep_to_fixpoint(n, parents, |c| {
+        if !cand[c] || bad[c] {
+            return false;
+        }
+        let mut changed = false;
+        for j in 0..options[c] {
+            if let Some(v) = value(c, j, &values) {
+                changed |= agree(&mut values[c], &mut picks[c], &mut bad[c], v, j);
+            }
+        }
+        changed
+    });
+    Agreed { values, picks, bad }
+}
+
+impl<T> Agreed<T> {
+    /// Drop from `cand` the classes whose options disagree or that got no
+    /// value; true when any was dropped (see [`shrink`]).
+    pub(super) fn shrink(&self, cand: &mut [bool]) -> bool {
+        shrink(cand, &self.bad, |c| self.values[c].is_some())
+    }
+}
