@@ -118,8 +118,10 @@ def compiled_whole(m, xs):
 # splitting/merging reshapes force (crates/egraph/src/compact/memory.rs);
 # with it, prefill normalizes the probabilities before P V, so the
 # o-projection reads the attention output through the head merge (no copy
-# kernel).
-PREFILL_KERNELS, DECODE_KERNELS = 12, 13
+# kernel). Decode 13 -> 12 since the concatenation of the key's rotated
+# halves negates its first half where it loads it (crates/triton/src/plan.rs,
+# READ_ARITH) instead of reading a stored negation.
+PREFILL_KERNELS, DECODE_KERNELS = 12, 12
 
 
 def kernels(f):
@@ -181,14 +183,16 @@ def test_layer_runs_under_efir_run(kind, dtype, tmp_path):
         # ruled out programs copying pointwise work through a reshape once
         # left Qwen2's search without any) and the estimate's choice has at
         # most these kernels (13 and 15 before the stores that slices,
-        # concatenations and splitting reshapes force were keyed).
+        # concatenations and splitting reshapes force were keyed; Qwen2 14
+        # until the rotation's slices added the q and k biases where they
+        # load the projections, instead of reading stored biased copies).
         src = tmp_path / "layer.efir"
         src.write_text(text)
         cands, attr = compacted(src, tmp_path)
         assert len(attr) == 8, attr
         r = subprocess.run([str(BIN / "efir-translate"), "--to-triton", "--top", "1", "--print-plan", str(cands), "-o", str(tmp_path / "k.py")], capture_output=True, text=True)
         chosen = re.search(r"^@(\S+): (\d+) kernel\(s\).*\[chosen\]", r.stderr, re.M)
-        assert chosen and int(chosen[2]) <= {"mistral": 12, "qwen2": 14}[kind], r.stderr
+        assert chosen and int(chosen[2]) <= {"mistral": 12, "qwen2": 12}[kind], r.stderr
 
 
 @pytest.mark.parametrize("name", ["Layers/head-split-rope.efir", "Layers/Inputs/slice-through-reshape.efir"])
@@ -204,7 +208,14 @@ def test_compaction_kernel_count_is_the_planners(name, tmp_path):
     chooses the variant that recomputes a row statistic in its readers, it
     reports fewer (one of 16 candidates of Layers/Inputs/gqa-split.efir),
     which is why these two inputs, which have no such variant, are the ones
-    checked."""
+    checked.
+
+    The planner now also computes what slices and concatenations read
+    (negations, biases: `READ_ARITH` in crates/triton/src/plan.rs) where
+    they load it, and stores returned views through their view; compaction
+    does not count those yet, so its attribute is an upper bound: equal on
+    most candidates, and one more kernel on those with a negated half
+    before its concatenation (5 of 16 of head-split-rope)."""
     cands = tmp_path / "c.efir"
     subprocess.run([str(BIN / "efir-opt"), "--saturate", "--compact=max-candidates=16", str(ROOT / "lit-tests" / name), "-o", str(cands)], check=True, capture_output=True)
     attr = {m[1]: int(m[2]) for m in re.finditer(r"^func @(\S+?)\(.*attributes \{kernels = (\d+)", cands.read_text(), re.M)}
@@ -212,7 +223,8 @@ def test_compaction_kernel_count_is_the_planners(name, tmp_path):
     assert r.returncode == 0, r.stderr
     plan = {m[1]: int(m[2]) for m in re.finditer(r"^@(\S+): (\d+) kernel\(s\)", r.stderr, re.M)}
     assert attr and set(attr) == set(plan), (attr, plan)
-    assert attr == plan
+    assert all(plan[f] <= attr[f] for f in attr), (attr, plan)
+    assert sum(plan[f] == attr[f] for f in attr) >= len(attr) // 2, (attr, plan)
 
 
 def compacted(name, tmp_path, options="max-candidates=8"):
@@ -249,10 +261,11 @@ def test_candidates_with_forced_stores_compute_the_source(name, n, top, tmp_path
     """Candidates translated to Triton and run under TRITON_INTERPRET=1
     compute what efir's interpreter computes for them (relative L2 <= 1e-2
     on random inputs): every one of 8 on forced-stores.efir; on repeat_kv
-    attention the estimate's choice among 32, the split form (2 kernels:
-    attention over split query heads, and the merge of the heads; without
-    the stores keyed, 3 among every class compaction finds, storing the
-    broadcast K and V)."""
+    attention the estimate's choice among 32: one kernel (attention reading
+    the repeated K and V through the broadcast and storing its result
+    through the merge of the heads; 2 with a kernel merging the heads, 3
+    among every class compaction finds without the stores keyed, storing
+    the broadcast K and V)."""
     from triton_harness import check_module
 
     cands, attr = compacted(name, tmp_path, f"max-candidates={n}")
@@ -265,4 +278,4 @@ def test_candidates_with_forced_stores_compute_the_source(name, n, top, tmp_path
         errs = check_module(out / (f.replace(".", "_") + ".py"), cands, f, tmp_path / f)
         assert max(errs) <= 1e-2, (f, errs)
     if "repeat-kv" in name:
-        assert chosen and int(chosen[2]) == 2, r.stderr
+        assert chosen and int(chosen[2]) == 1, r.stderr

@@ -5,8 +5,8 @@ TRITON_INTERPRET=1 on the CPU against the efir interpreter (relative L2 <=
 1e-2) under the default, largest and smallest blocks (masks where blocks
 overhang the heads or rows). Programs: lit-tests/Translate/triton-store-view.efir
 (with value heads repeated to their query group, read through the broadcast)
-and triton-store-view-rotary.efir (a concatenated negation negated once
-loaded).
+and triton-store-view-rotary.efir (a negated half negated, a bias added,
+once loaded).
 """
 
 import os
@@ -31,10 +31,11 @@ ROOT = h.ROOT
 # value has another use (it keeps its buffer); three for the key's rotary
 # embedding at decode (the negated half negated where the concatenation
 # loads it: the projection, the rotated key, its concatenation with the
-# cache).
+# cache); two for Qwen2's biased query rotated (the bias added where the
+# halves are loaded).
 KERNELS = {
     "triton-store-view.efir": {"merge": 1, "split": 1, "both": 2, "repeat": 1},
-    "triton-store-view-rotary.efir": {"rope": 3},
+    "triton-store-view-rotary.efir": {"rope": 3, "bias": 2},
 }
 
 

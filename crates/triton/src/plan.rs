@@ -86,17 +86,29 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
     // Likewise a reshape that splits or merges dims: its block is loaded
     // through index arithmetic (see `emit/views.rs`), under reshapes,
     // transposes and broadcasts.
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, op) in f.ops.iter().enumerate() {
+        for o in &op.operands {
+            users[o.index()].push(i);
+        }
+    }
     for op in &f.ops {
         let reads_memory = match op.name.as_str() {
             "tensor.slice" | "tensor.concat" => true,
-            "tensor.reshape" => splits_or_merges(f, op.operands[0], op.result),
+            // (A reshape that only slices and concatenations read, through
+            // views, is read through by them: they read its operand.)
+            "tensor.reshape" => {
+                splits_or_merges(f, op.operands[0], op.result)
+                    && !only_sliced(f, &users, op.result)
+            }
             _ => false,
         };
         if !reads_memory {
             continue;
         }
-        for o in &op.operands {
-            let mut v = *o;
+        let mut stack: Vec<ValueId> = op.operands.clone();
+        while let Some(o) = stack.pop() {
+            let mut v = o;
             while let Some(i) = def[v.index()] {
                 let d = &f.ops[i];
                 if buffer[v.index()] {
@@ -104,10 +116,6 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
                 }
                 let view = match d.name.as_str() {
                     "par.partition" | "par.replicate" | "par.combine" => true,
-                    // A concatenated negation (the rotary embedding's
-                    // rotated half) is negated where it is loaded
-                    // (`emit/slices.rs`).
-                    "ew.neg" => op.name == "tensor.concat" && v == *o,
                     "tensor.slice" => op.name != "tensor.reshape",
                     "tensor.reshape" | "tensor.transpose" => {
                         op.name == "tensor.reshape"
@@ -128,6 +136,17 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
                 if view {
                     v = d.operands[0];
                     continue;
+                }
+                // Slices and concatenations compute arithmetic on what they
+                // can read where they load it (a bias added to a stored
+                // projection, a negated half of a head), instead of storing
+                // it (`emit/slices.rs`).
+                if op.name != "tensor.reshape"
+                    && READ_ARITH.contains(&d.name.as_str())
+                    && d.operands.iter().all(|a| readable(f, &def, &buffer, *a))
+                {
+                    stack.extend(d.operands.iter().copied());
+                    break;
                 }
                 let partial = f.ty(v).leaves().iter().find_map(|l| {
                     l.state
@@ -589,6 +608,54 @@ fn kernel_of(
         body: cur,
         collect,
     })
+}
+
+/// Whether every use of `v` is a slice or a concatenation, under parallel
+/// views, transposes and reshapes (which they read through), and `v` is no
+/// returned value.
+fn only_sliced(f: &Func, users: &[Vec<usize>], v: ValueId) -> bool {
+    !f.returns.contains(&v)
+        && users[v.index()].iter().all(|&u| {
+            let op = &f.ops[u];
+            match op.name.as_str() {
+                "tensor.slice" | "tensor.concat" => true,
+                "tensor.transpose"
+                | "tensor.reshape"
+                | "par.partition"
+                | "par.replicate"
+                | "par.combine" => only_sliced(f, users, op.result),
+                _ => false,
+            }
+        })
+}
+
+/// The pointwise ops that a slice or concatenation computes on what it
+/// reads (`emit/slices.rs`).
+pub(crate) const READ_ARITH: [&str; 5] = ["ew.add", "ew.sub", "ew.mul", "ew.div", "ew.neg"];
+
+/// Whether a slice or concatenation can read `v` without a store: a buffer
+/// or parameter under parallel views, slices, transposes and reshapes of
+/// static extents, and the arithmetic of [`READ_ARITH`] on such values.
+fn readable(f: &Func, def: &[Option<usize>], buffer: &[bool], v: ValueId) -> bool {
+    if buffer[v.index()] || f.ty(v).as_tensor().is_none() {
+        return buffer[v.index()];
+    }
+    let Some(i) = def[v.index()] else {
+        return true;
+    };
+    let d = &f.ops[i];
+    match d.name.as_str() {
+        "par.partition" | "par.replicate" | "par.combine" | "tensor.slice" => {
+            readable(f, def, buffer, d.operands[0])
+        }
+        "tensor.reshape" | "tensor.transpose" => {
+            all_static(f, v)
+                && all_static(f, d.operands[0])
+                && readable(f, def, buffer, d.operands[0])
+        }
+        n if READ_ARITH.contains(&n) => d.operands.iter().all(|a| readable(f, def, buffer, *a)),
+        _ => false,
+    }
 }
 
 /// Whether every dim of `v` (a tensor) is static.

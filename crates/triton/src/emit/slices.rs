@@ -4,9 +4,7 @@
 //! offsets: element `i` of a slice along a dim is element `start + i * step`
 //! of its operand (slices of slices compose), and element `i` of a
 //! concatenation is element `i - o` of the operand that starts at offset
-//! `o`, chosen with `tl.where`. A concatenated operand may also be the
-//! negation of such a read (the rotated half of a rotary embedding): it is
-//! negated once loaded.
+//! `o`, chosen with `tl.where`.
 //!
 //! An operand may also be a transpose or a reshape (of static extents) of a
 //! buffer, under the same views (the two halves of each head of a
@@ -34,6 +32,14 @@ fn shifted(offs: &str, start: u64, step: u64) -> String {
 /// Where the elements of a value are in a buffer: per dim, index `i` of the
 /// value is index `start + i * step` of the buffer.
 type Access = Vec<(u64, u64)>;
+
+/// What a slice or concatenation reads through views: a buffer at index
+/// expressions (one per dim), or the pointwise op defining a value (of
+/// [`crate::plan::READ_ARITH`]) on such reads.
+enum Read {
+    Buf(ValueId, Vec<String>),
+    Ew(ValueId, Vec<Read>),
+}
 
 impl KernelEmitter<'_, '_> {
     /// The buffer that `v` (read by `op` with `access`) is read from: `v`
@@ -89,7 +95,7 @@ impl KernelEmitter<'_, '_> {
             match d.name.as_str() {
                 "par.partition" | "par.replicate" | "par.combine" | "tensor.slice" => {}
                 "tensor.reshape" | "tensor.transpose" => return true,
-                _ => return false,
+                n => return crate::plan::READ_ARITH.contains(&n),
             }
             v = d.operands[0];
         }
@@ -100,12 +106,7 @@ impl KernelEmitter<'_, '_> {
     /// views, slices, transposes and reshapes, and the index expression of
     /// each of its dims from `idx`, those of `v`'s dims (broadcastable
     /// expressions over the result block's offsets).
-    fn source_exprs(
-        &self,
-        op: &str,
-        mut v: ValueId,
-        mut idx: Vec<String>,
-    ) -> Result<(ValueId, Vec<String>), String> {
+    fn source_exprs(&self, op: &str, mut v: ValueId, mut idx: Vec<String>) -> Result<Read, String> {
         let f = self.p.func;
         let statics = |y: ValueId| -> Result<Vec<u64>, String> {
             let t = f
@@ -125,14 +126,40 @@ impl KernelEmitter<'_, '_> {
         };
         loop {
             if self.p.buffer[v.index()] {
-                return Ok((v, idx));
+                return Ok(Read::Buf(v, idx));
             }
             let Some(i) = self.p.def[v.index()] else {
-                return Ok((v, idx));
+                return Ok(Read::Buf(v, idx));
             };
             let d = &f.ops[i];
             match d.name.as_str() {
                 "par.partition" | "par.replicate" | "par.combine" => {}
+                n if crate::plan::READ_ARITH.contains(&n) => {
+                    // Each operand at the result's indices (an operand of
+                    // lower rank or of extent 1 where the result is wider is
+                    // broadcast: its leading dims drop, those dims index 0).
+                    let er = extents(f.ty(v));
+                    let mut reads = Vec::with_capacity(d.operands.len());
+                    for a in &d.operands {
+                        let ea = extents(f.ty(*a));
+                        let k = er
+                            .len()
+                            .checked_sub(ea.len())
+                            .filter(|_| er.len() == idx.len())
+                            .ok_or("a pointwise operand of a higher rank")?;
+                        let ia: Vec<String> = (0..ea.len())
+                            .map(|j| {
+                                if ea[j] == Extent::N(1) && er[j + k] != Extent::N(1) {
+                                    "0".to_string()
+                                } else {
+                                    idx[j + k].clone()
+                                }
+                            })
+                            .collect();
+                        reads.push(self.source_exprs(op, *a, ia)?);
+                    }
+                    return Ok(Read::Ew(v, reads));
+                }
                 "tensor.slice" => {
                     let bounds = efir_dialect_tensor::slices::slice_bounds(d)
                         .filter(|b| b.len() == idx.len())
@@ -171,6 +198,41 @@ impl KernelEmitter<'_, '_> {
             }
             v = d.operands[0];
         }
+    }
+
+    /// Load what `read` reads over the result block `dims` (under `mask`,
+    /// as [`Self::load_exprs`]): its buffers, and the arithmetic on them.
+    fn load_read(
+        &mut self,
+        read: Read,
+        dims: &[BD],
+        mask: Option<&str>,
+        depth: usize,
+    ) -> Result<String, String> {
+        let f = self.p.func;
+        let (v, reads) = match read {
+            Read::Buf(b, idx) => return self.load_exprs(b, dims, &idx, mask, depth),
+            Read::Ew(v, reads) => (v, reads),
+        };
+        let mut args = Vec::with_capacity(reads.len());
+        for r in reads {
+            args.push(self.load_read(r, dims, mask, depth)?);
+        }
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let dt = f.ty(v).as_tensor().ok_or("expected a tensor")?.dtype;
+        let e = super::ops::pointwise(&op.name, &op.attrs, &args, dt)?;
+        let var = self.fresh("v");
+        self.line(depth, format!("{var} = {e}"));
+        // Operands indexed by some dims only (a bias along the last) load
+        // blocks of extent 1 along the others.
+        self.line(
+            depth,
+            format!(
+                "{var} = tl.broadcast_to({var}, {})",
+                super::shape_list(dims)
+            ),
+        );
+        Ok(var)
     }
 
     /// Load the tensor buffer `b` at the index expressions `idx` (one per
@@ -283,8 +345,8 @@ impl KernelEmitter<'_, '_> {
                 .enumerate()
                 .map(|(k, (d, (start, step)))| shifted(&along(&d.offs, k, r), *start, *step))
                 .collect();
-            let (src, idx) = self.source_exprs(&op.name, op.operands[0], idx)?;
-            let var = self.load_exprs(src, &dims, &idx, None, depth)?;
+            let read = self.source_exprs(&op.name, op.operands[0], idx)?;
+            let var = self.load_read(read, &dims, None, depth)?;
             return Ok(Val::T(Blk {
                 var,
                 dims,
@@ -339,23 +401,15 @@ impl KernelEmitter<'_, '_> {
                     bd.offs.clone()
                 }
             };
-            // A negation of what the concatenation could read is negated
-            // once loaded (the plan does not store it).
-            let (a, neg) = match self.p.def[a.index()].map(|i| &f.ops[i]) {
-                Some(n) if n.name == "ew.neg" && !self.p.buffer[a.index()] => {
-                    (&n.operands[0], true)
-                }
-                _ => (a, false),
-            };
             let x = if self.through_views(*a) {
                 let idx: Vec<String> = dims
                     .iter()
                     .enumerate()
                     .map(|(k, bd)| along(&here(k, bd), k, r))
                     .collect();
-                let (src, idx) = self.source_exprs(&op.name, *a, idx)?;
+                let read = self.source_exprs(&op.name, *a, idx)?;
                 let m = format!("{base} & {inside}");
-                self.load_exprs(src, &dims, &idx, Some(&m), depth)?
+                self.load_read(read, &dims, Some(&m), depth)?
             } else {
                 let (src, access) = self.source_buffer(&op.name, *a, vec![(0, 1); r])?;
                 let idx: Vec<String> = dims
@@ -365,13 +419,6 @@ impl KernelEmitter<'_, '_> {
                     .map(|(k, (bd, (start, step)))| shifted(&here(k, bd), *start, *step))
                     .collect();
                 self.load_at(src, &dims, &idx, &format!("{base} & {inside}"), depth)?
-            };
-            let x = if neg {
-                let w = self.fresh("v");
-                self.line(depth, format!("{w} = -({x})"));
-                w
-            } else {
-                x
             };
             acc = Some(match acc {
                 None => x,
