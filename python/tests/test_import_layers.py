@@ -214,8 +214,8 @@ def test_compaction_kernel_count_is_the_planners(name, tmp_path):
     (negations, biases: `READ_ARITH` in crates/triton/src/plan.rs) where
     they load it, and stores returned views through their view; compaction
     does not count those yet, so its attribute is an upper bound: equal on
-    most candidates, and one more kernel on those with a negated half
-    before its concatenation (5 of 16 of head-split-rope)."""
+    9 of 16 candidates of head-split-rope, one more kernel on the others (a
+    negated half stored before its concatenation)."""
     cands = tmp_path / "c.efir"
     subprocess.run([str(BIN / "efir-opt"), "--saturate", "--compact=max-candidates=16", str(ROOT / "lit-tests" / name), "-o", str(cands)], check=True, capture_output=True)
     attr = {m[1]: int(m[2]) for m in re.finditer(r"^func @(\S+?)\(.*attributes \{kernels = (\d+)", cands.read_text(), re.M)}
@@ -224,7 +224,7 @@ def test_compaction_kernel_count_is_the_planners(name, tmp_path):
     plan = {m[1]: int(m[2]) for m in re.finditer(r"^@(\S+): (\d+) kernel\(s\)", r.stderr, re.M)}
     assert attr and set(attr) == set(plan), (attr, plan)
     assert all(plan[f] <= attr[f] for f in attr), (attr, plan)
-    assert sum(plan[f] == attr[f] for f in attr) >= len(attr) // 2, (attr, plan)
+    assert all(attr[f] - plan[f] <= 1 for f in attr), (attr, plan)
 
 
 def compacted(name, tmp_path, options="max-candidates=8"):

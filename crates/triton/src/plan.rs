@@ -98,8 +98,7 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
             // (A reshape that only slices and concatenations read, through
             // views, is read through by them: they read its operand.)
             "tensor.reshape" => {
-                splits_or_merges(f, op.operands[0], op.result)
-                    && !only_sliced(f, &users, op.result)
+                splits_or_merges(f, op.operands[0], op.result) && !only_sliced(f, &users, op.result)
             }
             _ => false,
         };
@@ -619,10 +618,7 @@ fn only_sliced(f: &Func, users: &[Vec<usize>], v: ValueId) -> bool {
             let op = &f.ops[u];
             match op.name.as_str() {
                 "tensor.slice" | "tensor.concat" => true,
-                "tensor.transpose"
-                | "tensor.reshape"
-                | "par.partition"
-                | "par.replicate"
+                "tensor.transpose" | "tensor.reshape" | "par.partition" | "par.replicate"
                 | "par.combine" => only_sliced(f, users, op.result),
                 _ => false,
             }
