@@ -118,10 +118,12 @@ def compiled_whole(m, xs):
 # splitting/merging reshapes force (crates/egraph/src/compact/memory.rs);
 # with it, prefill normalizes the probabilities before P V, so the
 # o-projection reads the attention output through the head merge (no copy
-# kernel). Decode 13 -> 12 since the concatenation of the key's rotated
-# halves negates its first half where it loads it (crates/triton/src/plan.rs,
-# READ_ARITH) instead of reading a stored negation.
-PREFILL_KERNELS, DECODE_KERNELS = 12, 12
+# kernel). Decode 13 -> 11 since the concatenation of the rotated key with
+# the cache computes the rotation where it loads the key's projection (its
+# halves through the head split, the first negated, the products with cos
+# and sin: crates/triton/src/plan.rs, READ_ARITH) instead of reading a
+# stored negation and a stored rotated key.
+PREFILL_KERNELS, DECODE_KERNELS = 12, 11
 
 
 def kernels(f):

@@ -28,14 +28,14 @@ import triton_harness as h
 ROOT = h.ROOT
 # Kernels per program: one where the store goes through the view (and the
 # repeated value heads are read through the broadcast); two where the viewed
-# value has another use (it keeps its buffer); three for the key's rotary
-# embedding at decode (the negated half negated where the concatenation
-# loads it: the projection, the rotated key, its concatenation with the
-# cache); two for Qwen2's biased query rotated (the bias added where the
-# halves are loaded).
+# value has another use (it keeps its buffer); two for the key's rotary
+# embedding at decode (the projection, and its concatenation with the
+# cache, computing the rotation where it loads the projection) and for
+# Qwen2's biased query rotated (the bias added where the halves are
+# loaded).
 KERNELS = {
     "triton-store-view.efir": {"merge": 1, "split": 1, "both": 2, "repeat": 1},
-    "triton-store-view-rotary.efir": {"rope": 3, "bias": 2},
+    "triton-store-view-rotary.efir": {"rope": 2, "bias": 2},
 }
 
 

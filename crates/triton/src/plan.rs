@@ -141,7 +141,8 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
                 // projection, a negated half of a head), instead of storing
                 // it (`emit/slices.rs`).
                 if op.name != "tensor.reshape"
-                    && READ_ARITH.contains(&d.name.as_str())
+                    && (READ_ARITH.contains(&d.name.as_str()) || d.name == "tensor.concat")
+                    && all_static(f, v)
                     && d.operands.iter().all(|a| readable(f, &def, &buffer, *a))
                 {
                     stack.extend(d.operands.iter().copied());
@@ -649,7 +650,9 @@ fn readable(f: &Func, def: &[Option<usize>], buffer: &[bool], v: ValueId) -> boo
                 && all_static(f, d.operands[0])
                 && readable(f, def, buffer, d.operands[0])
         }
-        n if READ_ARITH.contains(&n) => d.operands.iter().all(|a| readable(f, def, buffer, *a)),
+        n if READ_ARITH.contains(&n) || n == "tensor.concat" => {
+            all_static(f, v) && d.operands.iter().all(|a| readable(f, def, buffer, *a))
+        }
         _ => false,
     }
 }

@@ -39,6 +39,9 @@ type Access = Vec<(u64, u64)>;
 enum Read {
     Buf(ValueId, Vec<String>),
     Ew(ValueId, Vec<Read>),
+    /// A concatenation: per operand, where it is taken (a condition on the
+    /// index of the joined dim) and its read.
+    Concat(Vec<(String, Read)>),
 }
 
 impl KernelEmitter<'_, '_> {
@@ -94,7 +97,7 @@ impl KernelEmitter<'_, '_> {
             let d = &f.ops[i];
             match d.name.as_str() {
                 "par.partition" | "par.replicate" | "par.combine" | "tensor.slice" => {}
-                "tensor.reshape" | "tensor.transpose" => return true,
+                "tensor.reshape" | "tensor.transpose" | "tensor.concat" => return true,
                 n => return crate::plan::READ_ARITH.contains(&n),
             }
             v = d.operands[0];
@@ -160,6 +163,31 @@ impl KernelEmitter<'_, '_> {
                     }
                     return Ok(Read::Ew(v, reads));
                 }
+                "tensor.concat" => {
+                    // Each operand at the joined dim's index minus its start,
+                    // where that index is in its range.
+                    let k = d.attrs.get("dim").and_then(Attr::as_int).unwrap_or(0) as usize;
+                    let at = idx
+                        .get(k)
+                        .cloned()
+                        .ok_or("a concatenation along a missing dim")?;
+                    let mut parts = Vec::with_capacity(d.operands.len());
+                    let mut o = 0u64;
+                    for a in &d.operands {
+                        let n = statics(*a)?
+                            .get(k)
+                            .copied()
+                            .ok_or("a concatenated operand without the joined dim")?;
+                        let mut ia = idx.clone();
+                        if o > 0 {
+                            ia[k] = format!("(({at}) - {o})");
+                        }
+                        let inside = format!("((({at}) >= {o}) & (({at}) < {}))", o + n);
+                        parts.push((inside, self.source_exprs(op, *a, ia)?));
+                        o += n;
+                    }
+                    return Ok(Read::Concat(parts));
+                }
                 "tensor.slice" => {
                     let bounds = efir_dialect_tensor::slices::slice_bounds(d)
                         .filter(|b| b.len() == idx.len())
@@ -213,6 +241,25 @@ impl KernelEmitter<'_, '_> {
         let (v, reads) = match read {
             Read::Buf(b, idx) => return self.load_exprs(b, dims, &idx, mask, depth),
             Read::Ew(v, reads) => (v, reads),
+            Read::Concat(parts) => {
+                // Each operand loaded where it is taken (masked there, so
+                // that no load leaves its buffer), chosen with tl.where.
+                let base = mask.map_or_else(|| Self::mask(dims), str::to_string);
+                let mut acc: Option<String> = None;
+                for (inside, r) in parts {
+                    let m = format!("{base} & {inside}");
+                    let x = self.load_read(r, dims, Some(&m), depth)?;
+                    acc = Some(match acc {
+                        None => x,
+                        Some(prev) => {
+                            let w = self.fresh("v");
+                            self.line(depth, format!("{w} = tl.where({inside}, {x}, {prev})"));
+                            w
+                        }
+                    });
+                }
+                return acc.ok_or_else(|| "a concatenation without operands".to_string());
+            }
         };
         let mut args = Vec::with_capacity(reads.len());
         for r in reads {
