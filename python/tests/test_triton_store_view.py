@@ -32,10 +32,10 @@ ROOT = h.ROOT
 # embedding at decode (the projection, and its concatenation with the
 # cache, computing the rotation where it loads the projection) and for
 # Qwen2's biased query rotated (the bias added where the halves are
-# loaded).
+# loaded); two for a sum too deep to recompute where it is read (stored).
 KERNELS = {
     "triton-store-view.efir": {"merge": 1, "split": 1, "both": 2, "repeat": 1},
-    "triton-store-view-rotary.efir": {"rope": 2, "bias": 2},
+    "triton-store-view-rotary.efir": {"rope": 2, "bias": 2, "deep": 2},
 }
 
 

@@ -632,8 +632,30 @@ pub(crate) const READ_ARITH: [&str; 5] = ["ew.add", "ew.sub", "ew.mul", "ew.div"
 
 /// Whether a slice or concatenation can read `v` without a store: a buffer
 /// or parameter under parallel views, slices, transposes and reshapes of
-/// static extents, and the arithmetic of [`READ_ARITH`] on such values.
+/// static extents, and the arithmetic of [`READ_ARITH`] and concatenations
+/// on such values, in at most [`READ_NODES`] values (what the reader
+/// recomputes where it loads: a value shared by several operands counts
+/// each time, as the reader emits it each time).
 fn readable(f: &Func, def: &[Option<usize>], buffer: &[bool], v: ValueId) -> bool {
+    let mut budget = READ_NODES;
+    readable_within(f, def, buffer, v, &mut budget)
+}
+
+/// The most values a slice or concatenation reads through (see
+/// [`readable`]).
+const READ_NODES: usize = 48;
+
+fn readable_within(
+    f: &Func,
+    def: &[Option<usize>],
+    buffer: &[bool],
+    v: ValueId,
+    budget: &mut usize,
+) -> bool {
+    if *budget == 0 {
+        return false;
+    }
+    *budget -= 1;
     if buffer[v.index()] || f.ty(v).as_tensor().is_none() {
         return buffer[v.index()];
     }
@@ -641,17 +663,14 @@ fn readable(f: &Func, def: &[Option<usize>], buffer: &[bool], v: ValueId) -> boo
         return true;
     };
     let d = &f.ops[i];
+    let mut each = |a: ValueId| readable_within(f, def, buffer, a, budget);
     match d.name.as_str() {
-        "par.partition" | "par.replicate" | "par.combine" | "tensor.slice" => {
-            readable(f, def, buffer, d.operands[0])
-        }
+        "par.partition" | "par.replicate" | "par.combine" | "tensor.slice" => each(d.operands[0]),
         "tensor.reshape" | "tensor.transpose" => {
-            all_static(f, v)
-                && all_static(f, d.operands[0])
-                && readable(f, def, buffer, d.operands[0])
+            all_static(f, v) && all_static(f, d.operands[0]) && each(d.operands[0])
         }
         n if READ_ARITH.contains(&n) || n == "tensor.concat" => {
-            all_static(f, v) && d.operands.iter().all(|a| readable(f, def, buffer, *a))
+            all_static(f, v) && d.operands.iter().all(|a| each(*a))
         }
         _ => false,
     }
