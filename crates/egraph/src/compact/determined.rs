@@ -120,7 +120,7 @@ enum Operands {
 /// How one option of a class compares with the options before it
 /// ([`Enumerator::compare_option`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Verdict {
+enum Comparison {
     /// No completion chooses it (it closes a cycle through a hole, or fixes
     /// two organizations of one value): it is skipped.
     Skipped,
@@ -328,7 +328,7 @@ impl<'a> Enumerator<'a> {
     /// that never is determined is marked so; otherwise each option the
     /// one-organization rule allows has its operands visited
     /// ([`Enumerator::visit_operands`]) and is compared with the options
-    /// before it ([`Enumerator::compare_option`]), and the verdict is
+    /// before it ([`Enumerator::compare_option`]), and the outcome is
     /// recorded ([`Determined::finish`]).
     fn determine_at(
         &mut self,
@@ -365,12 +365,12 @@ impl<'a> Enumerator<'a> {
             }
             let (operands, skipped_for) = self.visit_operands(s, sc, d, c, j, depth);
             taint = taint.min(skipped_for);
-            let verdict = match operands {
+            let compared = match operands {
                 Operands::ClosesCycle => continue,
-                Operands::Undetermined => Verdict::Disagrees,
+                Operands::Undetermined => Comparison::Disagrees,
                 Operands::Determined => self.compare_option(s, sc, d, c, j, &mut a),
             };
-            if verdict == Verdict::Disagrees {
+            if compared == Comparison::Disagrees {
                 agree = false;
                 break;
             }
@@ -436,7 +436,7 @@ impl<'a> Enumerator<'a> {
         c: u32,
         j: usize,
         a: &mut Agreement,
-    ) -> Verdict {
+    ) -> Comparison {
         let ci = c as usize;
         // An operand's key and region inputs, and need for work.
         let kid = |x: u32| -> (u32, Option<&[u32]>) {
@@ -459,7 +459,7 @@ impl<'a> Enumerator<'a> {
         });
         if let Some((r0, _)) = &a.found {
             if r0.key != key || r0.work != work {
-                return Verdict::Disagrees;
+                return Comparison::Disagrees;
             }
         }
         let kids = &self.kids[ci][j];
@@ -476,11 +476,11 @@ impl<'a> Enumerator<'a> {
             && sc.has(ci)
             && a.reach.iter().zip(sc.hreach(ci)).any(|(w, b)| w & b != 0)
         {
-            return Verdict::Skipped;
+            return Comparison::Skipped;
         }
         if !self.option_effects(s, sc, d, c, j, &mut a.effects) {
             // Two organizations of one value: never a candidate.
-            return Verdict::Skipped;
+            return Comparison::Skipped;
         }
         let option = RealizationRef {
             key,
@@ -492,10 +492,10 @@ impl<'a> Enumerator<'a> {
         match &a.found {
             None => {
                 a.found = Some((option.copy_into(&mut a.spare), j as u16));
-                Verdict::Agrees
+                Comparison::Agrees
             }
-            Some((r0, _)) if r0.same_as(&option) => Verdict::Agrees,
-            Some(_) => Verdict::Disagrees,
+            Some((r0, _)) if r0.same_as(&option) => Comparison::Agrees,
+            Some(_) => Comparison::Disagrees,
         }
     }
 

@@ -211,24 +211,6 @@ impl<'a> Enumerator<'a> {
         );
     }
 
-    /// Whether the search stops for time, `expanded` partial programs in:
-    /// past the deadline (with the time to write out the candidates found).
-    /// A search that starts past it (a function reached after the module's
-    /// deadline, which its functions share) has a grace of `grace` partial
-    /// programs (as many as the function has classes: about one descent,
-    /// work of the order of building its e-graph) or until it finds a first
-    /// candidate, so that such a function still has one where it is easy
-    /// to find.
-    fn out_of_time(
-        &self,
-        shared: &Shared,
-        deadline: Instant,
-        grace: usize,
-        expanded: usize,
-    ) -> bool {
-        shared.past(deadline) && (expanded >= grace || !shared.out().candidates.is_empty())
-    }
-
     /// Enumerate candidates: depth first, but the subtrees of the first
     /// real choice (the first partial program with several children) are
     /// explored in turns, one expansion each, so that a limited enumeration
@@ -312,10 +294,14 @@ impl<'a> Enumerator<'a> {
         let threads = threads.max(1);
         let start = Instant::now();
         let shared = Shared::new(limits.max_candidates, found);
-        let grace = if shared.past(limits.deadline) {
-            self.ids.len()
-        } else {
-            0
+        let budget = Budget {
+            start,
+            limits: *limits,
+            grace: if shared.past(limits.deadline) {
+                self.ids.len()
+            } else {
+                0
+            },
         };
         let mut n = Counts::default();
         // With several threads, keys are numbered by one interner from now
@@ -352,14 +338,7 @@ impl<'a> Enumerator<'a> {
                     stop = self.complete(&s, mode, &shared);
                     break;
                 }
-                let why = if n.expanded >= limits.max_states {
-                    Some("max-states")
-                } else if self.out_of_time(&shared, limits.deadline, grace, n.expanded) {
-                    Some("time-limit")
-                } else {
-                    None
-                };
-                if let Some(why) = why {
+                if let Some(why) = budget.stops(&shared, n.expanded, true) {
                     *pool.stopped_by.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
                     split = vec![s];
                     stop = true;
@@ -385,11 +364,10 @@ impl<'a> Enumerator<'a> {
         for (i, t) in split.into_iter().enumerate() {
             initial[i % threads].push(vec![t]);
         }
-        let lim = (start, *limits, grace);
         let counts: Vec<Counts> = if keys.is_none() {
             // One thread: this one.
             let stacks = initial.pop().unwrap_or_default();
-            vec![self.worker(mode, (stacks, turn), &shared, &pool, 1, lim)]
+            vec![self.worker(mode, (stacks, turn), &shared, &pool, 1, budget)]
         } else {
             std::thread::scope(|scope| {
                 let workers: Vec<_> = initial
@@ -400,8 +378,9 @@ impl<'a> Enumerator<'a> {
                         // (One thread reports progress.)
                         en.progress.quiet |= w > 0;
                         let (shared, pool) = (&shared, &pool);
-                        scope
-                            .spawn(move || en.worker(mode, (stacks, 0), shared, pool, threads, lim))
+                        scope.spawn(move || {
+                            en.worker(mode, (stacks, 0), shared, pool, threads, budget)
+                        })
                     })
                     .collect();
                 workers
@@ -423,8 +402,7 @@ impl<'a> Enumerator<'a> {
 
     /// One thread of [`Enumerator::run_threads`], starting from its
     /// stacks (explored in turns from the given one, depth first each): its
-    /// prunings. `lim` is the start of the search, its limits and its
-    /// grace (see [`Enumerator::out_of_time`]).
+    /// prunings, within the search's `budget`.
     pub(super) fn worker(
         &mut self,
         mode: Mode,
@@ -432,7 +410,7 @@ impl<'a> Enumerator<'a> {
         shared: &Shared,
         pool: &Pool,
         threads: usize,
-        (start, limits, grace): (Instant, Limits, usize),
+        budget: Budget,
     ) -> Counts {
         // A thread that panics stops the others (they would wait for it
         // forever); the panic then reaches the caller.
@@ -447,7 +425,7 @@ impl<'a> Enumerator<'a> {
         let _guard = StopOnPanic(pool);
         let mut n = Counts::default();
         let (mut pops, mut counted) = (0usize, 0usize);
-        let mut shown = start;
+        let mut shown = budget.start;
         let stop = |why: &'static str| {
             pool.stop.store(true, Ordering::Relaxed);
             pool.stopped_by
@@ -477,16 +455,7 @@ impl<'a> Enumerator<'a> {
                 .fetch_add(n.expanded - counted, Ordering::Relaxed)
                 + (n.expanded - counted);
             counted = n.expanded;
-            let why = if total >= limits.max_states {
-                Some("max-states")
-            } else if pops.is_multiple_of(64)
-                && self.out_of_time(shared, limits.deadline, grace, total)
-            {
-                Some("time-limit")
-            } else {
-                None
-            };
-            if let Some(why) = why {
+            if let Some(why) = budget.stops(shared, total, pops.is_multiple_of(64)) {
                 stacks[i].push(s);
                 stop(why);
                 break;
@@ -523,5 +492,38 @@ impl<'a> Enumerator<'a> {
             .fetch_add(n.expanded - counted, Ordering::Relaxed);
         n.expanded = 0;
         n
+    }
+}
+
+/// What one search may spend: the limits of the enumeration, when the
+/// search started (for progress), and its grace: a search that starts past
+/// the deadline (a function reached after the module's deadline, which its
+/// functions share) may still expand `grace` partial programs (as many as
+/// the function has classes: about one descent, work of the order of
+/// building its e-graph) or run until it finds a first candidate, so that
+/// such a function still has one where it is easy to find.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Budget {
+    pub(super) start: Instant,
+    pub(super) limits: Limits,
+    pub(super) grace: usize,
+}
+
+impl Budget {
+    /// Why the search stops `expanded` partial programs in, if it does:
+    /// `max-states`, or (where `check_time`: the clock is read only now and
+    /// then) `time-limit`, past the deadline (with the time to write out the
+    /// candidates found) and the grace.
+    fn stops(&self, shared: &Shared, expanded: usize, check_time: bool) -> Option<&'static str> {
+        if expanded >= self.limits.max_states {
+            Some("max-states")
+        } else if check_time
+            && shared.past(self.limits.deadline)
+            && (expanded >= self.grace || !shared.out().candidates.is_empty())
+        {
+            Some("time-limit")
+        } else {
+            None
+        }
     }
 }
