@@ -357,19 +357,17 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         }
         for (j, d) in t.shape.iter().enumerate().filter(|_| symbolic) {
             let n = shape[j] as u64;
-            match d {
-                efir_ir::Dim::Axis(a) => match dims.get(a) {
-                    Some(m) if *m != n => {
-                        return Err(format!(
-                            "--input {name}: dim {j} of `{path}` is {n}, but |@{a}| is {m} (from --dim or another input)"
-                        ))
-                    }
-                    Some(_) => {}
-                    None => {
-                        dims.insert(a.clone(), n);
-                    }
-                },
-                _ => {}
+            let efir_ir::Dim::Axis(a) = d else { continue };
+            match dims.get(a) {
+                Some(m) if *m != n => {
+                    return Err(format!(
+                        "--input {name}: dim {j} of `{path}` is {n}, but |@{a}| is {m} (from --dim or another input)"
+                    ))
+                }
+                Some(_) => {}
+                None => {
+                    dims.insert(a.clone(), n);
+                }
             }
         }
         read.insert(idx, x);
