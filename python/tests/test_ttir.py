@@ -264,6 +264,20 @@ LOOPS = [
     ("lit-tests/TTIR/splitk-sub.efir", "past"),
     # Statistics loops built before the K loop, on their own block.
     ("lit-tests/Translate/ttir-stats-loops.efir", "lngemm"),
+    # Kernels storing through views (a head merge after a transpose, a
+    # split after a matmul's epilogue, a value with another use, heads
+    # repeated to their query group read through the broadcast), and
+    # slices and concatenations computing what they read where they load
+    # it (the rotary embedding's negated half, a rotation inside a
+    # concatenation with the cache, a bias added, a deep sum stored).
+    ("lit-tests/Translate/triton-store-view.efir", "merge"),
+    ("lit-tests/Translate/triton-store-view.efir", "split"),
+    ("lit-tests/Translate/triton-store-view.efir", "both"),
+    ("lit-tests/Translate/triton-store-view.efir", "repeat"),
+    ("lit-tests/Translate/triton-store-view-rotary.efir", "rope"),
+    ("lit-tests/Translate/triton-store-view-rotary.efir", "bias"),
+    ("lit-tests/Translate/triton-store-view-rotary.efir", "deep"),
+    ("lit-tests/Translate/triton-slice.efir", "rot"),
 ]
 
 

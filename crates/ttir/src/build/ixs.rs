@@ -19,6 +19,18 @@ pub(super) enum Ix<'c, 'm> {
     T(Value<'c, 'm>, Vec<u64>),
 }
 
+/// What an op reads through views: a buffer at index expressions (one
+/// per dim of the buffer), a pointwise op (`ew.*`, which the plan leaves
+/// to its reader: `efir_triton`'s `READ_ARITH`) on such reads, or a
+/// concatenation: per operand, the index of the joined dim, the operand's
+/// range along it (`o..o + n`) and its read (as the Python build's
+/// `emit/slices.rs`).
+pub(super) enum Read<'c, 'm> {
+    Buf(ValueId, Vec<Ix<'c, 'm>>),
+    Ew(ValueId, Vec<Read<'c, 'm>>),
+    Concat(Vec<(Ix<'c, 'm>, u64, u64, Read<'c, 'm>)>),
+}
+
 /// The groups of a reshape from extents `from` to extents `to`: dims are
 /// matched in row-major groups of equal element count (each side at least
 /// one dim; unit dims after a group on one side only join it). Each group
@@ -204,8 +216,9 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
     }
 
     /// Whether `v` reaches its buffer through a transpose or a reshape
-    /// (under parallel views and slices): then it is read through index
-    /// expressions ([`Self::source_ixs`]).
+    /// (under parallel views and slices), or is computed where it is read
+    /// (a concatenation or pointwise arithmetic of such reads): then it is
+    /// read through index expressions ([`Self::source_ixs`]).
     pub(super) fn through_views(&self, mut v: ValueId) -> bool {
         let f = self.p.func;
         while !self.p.buffer[v.index()] {
@@ -215,17 +228,19 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             let d = &f.ops[i];
             match d.name.as_str() {
                 "par.partition" | "par.replicate" | "par.combine" | "tensor.slice" => {}
-                "tensor.reshape" | "tensor.transpose" => return true,
-                _ => return false,
+                "tensor.reshape" | "tensor.transpose" | "tensor.concat" => return true,
+                // Arithmetic the plan leaves to the reader (it stores
+                // what a reader cannot compute where it loads).
+                n => return n.starts_with("ew."),
             }
             v = d.operands[0];
         }
         false
     }
 
-    /// Whether `v` reaches its buffer through a transpose under parallel
-    /// views and reshapes (a reshape of it is read through index
-    /// expressions; without one, at the reshape's extents).
+    /// Whether `v` reaches its buffer through a transpose or a broadcast
+    /// under parallel views and reshapes (a reshape of it is read through
+    /// index expressions; without one, at the reshape's extents).
     pub(super) fn through_transpose(&self, mut v: ValueId) -> bool {
         let f = self.p.func;
         while !self.p.buffer[v.index()] {
@@ -235,7 +250,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             let d = &f.ops[i];
             match d.name.as_str() {
                 "par.partition" | "par.replicate" | "par.combine" | "tensor.reshape" => {}
-                "tensor.transpose" => return true,
+                "tensor.transpose" | "tensor.broadcast" => return true,
                 _ => return false,
             }
             v = d.operands[0];
@@ -243,25 +258,76 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         false
     }
 
-    /// The buffer that `v` (read by `op`) is read from, under parallel
-    /// views, slices, transposes and reshapes, and the index of each of
-    /// its dims from `idx`, those of `v`'s dims.
+    /// What `v` (read by `op`) reads, from `idx`, the indices of `v`'s
+    /// dims: the buffer under parallel views, slices, transposes, reshapes
+    /// and broadcasts (a stretched dim indexes 0: key/value heads repeated
+    /// to their query group), with the index of each of its dims; or the
+    /// pointwise ops and concatenations on such reads that the plan leaves
+    /// to the reader (an operand of lower rank or of extent 1 where the
+    /// result is wider is broadcast: its leading dims drop, its unit dims
+    /// index 0; a concatenation's operand is read at the joined dim's
+    /// index minus its start).
     pub(super) fn source_ixs(
         &self,
         op: &str,
         mut v: ValueId,
         mut idx: Vec<Ix<'c, 'm>>,
         depth: usize,
-    ) -> R<(ValueId, Vec<Ix<'c, 'm>>)> {
+    ) -> R<Read<'c, 'm>> {
         let f = self.p.func;
         loop {
             if self.p.buffer[v.index()] {
-                return Ok((v, idx));
+                return Ok(Read::Buf(v, idx));
             }
             let i = self.p.def[v.index()].ok_or("a parameter that is not a buffer")?;
             let d = &f.ops[i];
             match d.name.as_str() {
                 "par.partition" | "par.replicate" | "par.combine" => {}
+                n if n.starts_with("ew.") => {
+                    let er = self.view_extents(op, v)?;
+                    if er.len() != idx.len() {
+                        return Err("a pointwise op whose rank does not match its reader's".into());
+                    }
+                    let mut reads = Vec::with_capacity(d.operands.len());
+                    for a in &d.operands {
+                        let ea = self.view_extents(op, *a)?;
+                        let k = er
+                            .len()
+                            .checked_sub(ea.len())
+                            .ok_or("a pointwise operand of a higher rank")?;
+                        let ia: Vec<Ix<'c, 'm>> = (0..ea.len())
+                            .map(|j| {
+                                if ea[j] == 1 && er[j + k] != 1 {
+                                    Ix::C(0)
+                                } else {
+                                    idx[j + k].clone()
+                                }
+                            })
+                            .collect();
+                        reads.push(self.source_ixs(op, *a, ia, depth)?);
+                    }
+                    return Ok(Read::Ew(v, reads));
+                }
+                "tensor.concat" => {
+                    let k = d.attrs.get("dim").and_then(Attr::as_int).unwrap_or(0) as usize;
+                    let at = idx
+                        .get(k)
+                        .cloned()
+                        .ok_or("a concatenation along a missing dim")?;
+                    let mut parts = Vec::with_capacity(d.operands.len());
+                    let mut o = 0u64;
+                    for a in &d.operands {
+                        let n = *self
+                            .view_extents(op, *a)?
+                            .get(k)
+                            .ok_or("a concatenated operand without the joined dim")?;
+                        let mut ia = idx.clone();
+                        ia[k] = self.ix_affine(depth, at.clone(), o, 0, 1)?;
+                        parts.push((at.clone(), o, n, self.source_ixs(op, *a, ia, depth)?));
+                        o += n;
+                    }
+                    return Ok(Read::Concat(parts));
+                }
                 "tensor.slice" => {
                     let bounds = efir_dialect_tensor::slices::slice_bounds(d)
                         .filter(|b| b.len() == idx.len())
@@ -286,6 +352,20 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     }
                     idx = out;
                 }
+                "tensor.broadcast" => {
+                    let (to, from) = (self.view_extents(op, v)?, self.view_extents(op, d.operands[0])?);
+                    if to.len() != idx.len() || from.len() != to.len() {
+                        return Err(format!(
+                            "`{op}` reads `%{}`, a broadcast that adds dims, through a view (not covered by the TTIR path)",
+                            f.value(v).name
+                        ));
+                    }
+                    for (j, x) in idx.iter_mut().enumerate() {
+                        if from[j] == 1 && to[j] != 1 {
+                            *x = Ix::C(0);
+                        }
+                    }
+                }
                 "tensor.reshape" => {
                     let to = self.view_extents(op, v)?;
                     if to.len() != idx.len() {
@@ -302,6 +382,81 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 }
             }
             v = d.operands[0];
+        }
+    }
+
+    /// Load what `read` reads as a block of `dims` under `mask` (`None`:
+    /// no lane is off): its buffers, and the arithmetic and
+    /// concatenations on them (each concatenated operand loaded where it
+    /// is taken, masked there so that no load leaves its buffer, and
+    /// chosen with `arith.select`).
+    pub(super) fn load_read(
+        &mut self,
+        read: Read<'c, 'm>,
+        dims: &[Bd<'c, 'm>],
+        mask: Option<Value<'c, 'm>>,
+        depth: usize,
+    ) -> R<Blk<'c, 'm>> {
+        let f = self.p.func;
+        match read {
+            Read::Buf(b, idx) => self.load_ixs(b, dims, idx, mask, depth),
+            Read::Ew(v, reads) => {
+                let mut xs = Vec::with_capacity(reads.len());
+                for r in reads {
+                    xs.push(self.load_read(r, dims, mask, depth)?);
+                }
+                let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+                let (_, rdt) = static_shape(self.p, f.ty(v))?;
+                self.pointwise_blocks(&op.name, &op.attrs, xs, rdt)
+            }
+            Read::Concat(parts) => {
+                let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
+                let i1 = ty_text(&shape, "i1");
+                let mut acc: Option<Blk<'c, 'm>> = None;
+                for (at, o, n, r) in parts {
+                    // o <= at < o + n (known where `at` is a constant).
+                    let inside = match at {
+                        Ix::C(c) => {
+                            if c >= o as i64 && c < (o + n) as i64 {
+                                acc = Some(self.load_read(r, dims, mask, depth)?);
+                            }
+                            continue;
+                        }
+                        Ix::T(x, s) => {
+                            let it = ty_text(&s, "i1");
+                            let lo = self.splat_const(depth, o as f64, &s, DType::I32)?;
+                            let hi = self.splat_const(depth, (o + n) as f64, &s, DType::I32)?;
+                            let pred = |p: &str| -> (&str, String) { ("predicate", p.into()) };
+                            let ge =
+                                self.val(depth, "arith.cmpi", &[x, lo], &it, &[pred("5 : i64")])?;
+                            let lt =
+                                self.val(depth, "arith.cmpi", &[x, hi], &it, &[pred("2 : i64")])?;
+                            let c = self.val(depth, "arith.andi", &[ge, lt], &it, &[])?;
+                            self.bcast(depth, c, &s, &shape, "i1")?
+                        }
+                    };
+                    let m = match mask {
+                        None => inside,
+                        Some(m) => self.val(depth, "arith.andi", &[m, inside], &i1, &[])?,
+                    };
+                    let x = self.load_read(r, dims, Some(m), depth)?;
+                    acc = Some(match acc {
+                        None => x,
+                        Some(prev) => {
+                            let prev = self.cast(&prev, x.dt)?;
+                            let w = self.val(
+                                depth,
+                                "arith.select",
+                                &[inside, x.v, prev.v],
+                                &ty_text(&shape, dtype_name(x.dt)),
+                                &[],
+                            )?;
+                            self.with(&x, w, x.dt)
+                        }
+                    });
+                }
+                acc.ok_or_else(|| "a concatenation none of whose operands is read".into())
+            }
         }
     }
 
@@ -354,7 +509,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
     }
 
     /// A reshape `v` of `a` that splits or merges dims, where `a` reaches
-    /// its buffer through a transpose: each dim of the buffer indexed by
+    /// its buffer through a transpose or a broadcast: each dim of the buffer indexed by
     /// the result block's offsets regrouped and permuted down the chain.
     pub(super) fn reshape_ixs_load(
         &mut self,
@@ -370,9 +525,104 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             idx.push(self.ix_dim(depth, &dims, k)?);
         }
         let idx = self.ix_regroup(depth, &idx, &er, &ea)?;
-        let (src, idx) = self.source_ixs("tensor.reshape", a, idx, depth)?;
+        let read = self.source_ixs("tensor.reshape", a, idx, depth)?;
         let mask = self.mask(&dims, depth)?;
-        self.load_ixs(src, &dims, idx, mask, depth)
+        self.load_read(read, &dims, mask, depth)
+    }
+
+    /// The indices of the dims of buffer `chain[0]` at the elements of a
+    /// block of the value under its chain of reshapes and transposes
+    /// (`idx`, those of the block's dims): the load's index arithmetic run
+    /// upwards, as the Python build's `store_indices` (a transpose
+    /// permutes, a reshape regroups through the row-major flat index: a
+    /// merge of heads is `h * D + d`, a split divides and takes the
+    /// modulo).
+    pub(super) fn store_ixs(
+        &self,
+        chain: &[ValueId],
+        mut idx: Vec<Ix<'c, 'm>>,
+        depth: usize,
+    ) -> R<Vec<Ix<'c, 'm>>> {
+        let f = self.p.func;
+        for &y in chain.iter().rev() {
+            let op = &f.ops[self.p.def[y.index()].ok_or("a view without its op")?];
+            let a = op.operands[0];
+            if op.name == "tensor.transpose" {
+                // Dim `k` of the result is dim `perm[k]` of the operand.
+                let perm = op
+                    .attrs
+                    .get("perm")
+                    .and_then(Attr::as_int_array)
+                    .filter(|p| p.len() == idx.len())
+                    .ok_or("a transpose without a matching perm")?;
+                idx = perm
+                    .iter()
+                    .map(|p| {
+                        idx.get(*p as usize)
+                            .cloned()
+                            .ok_or_else(|| "a transpose with a bad perm".to_string())
+                    })
+                    .collect::<R<_>>()?;
+            } else {
+                let (from, to) = (
+                    self.view_extents("tt.store", a)?,
+                    self.view_extents("tt.store", y)?,
+                );
+                if from.len() != idx.len() {
+                    return Err("a reshape whose rank does not match its block's".into());
+                }
+                idx = self.ix_regroup(depth, &idx, &from, &to)?;
+            }
+        }
+        Ok(idx)
+    }
+
+    /// Pointers into leaf `buf.1` of buffer `buf.0` (extents `exts`, of
+    /// `dt`) at the indices `idx` (one per dim of the buffer), as a block
+    /// of `shape`.
+    pub(super) fn ixs_ptrs(
+        &self,
+        buf: (ValueId, usize),
+        exts: &[u64],
+        dt: DType,
+        shape: &[u64],
+        idx: Vec<Ix<'c, 'm>>,
+        depth: usize,
+    ) -> R<Value<'c, 'm>> {
+        if idx.len() != exts.len() {
+            return Err("a view whose indices do not match its buffer's rank".into());
+        }
+        let elems: u128 = exts.iter().map(|e| *e as u128).product();
+        let off = if index_type(elems).1 == DType::I64 {
+            self.wide_offsets(depth, idx, exts, shape)?
+        } else {
+            let mut off = Ix::C(0);
+            for (i, x) in idx.into_iter().enumerate() {
+                let stride: u64 = exts[i + 1..].iter().product();
+                let term = if stride == 1 {
+                    x
+                } else {
+                    self.ix_const_op(depth, x, "arith.muli", stride as i64)?
+                };
+                off = self.ix_add(depth, off, term)?;
+            }
+            match off {
+                Ix::C(c) => self.splat_const(depth, c as f64, shape, DType::I32)?,
+                Ix::T(v, s) => self.bcast(depth, v, &s, shape, "i32")?,
+            }
+        };
+        let base = *self
+            .args
+            .get(&buf)
+            .ok_or("a buffer that is not an argument")?;
+        let pt = format!("!tt.ptr<{}>", dtype_name(dt));
+        let tp = ty_text(shape, &pt);
+        if shape.is_empty() {
+            self.val(depth, "tt.addptr", &[base, off], &pt, &[])
+        } else {
+            let sb = self.val(depth, "tt.splat", &[base], &tp, &[])?;
+            self.val(depth, "tt.addptr", &[sb, off], &tp, &[])
+        }
     }
 
     /// Load tensor buffer `b` at the indices `idx` (one per dim of `b`), as
@@ -386,41 +636,8 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         depth: usize,
     ) -> R<Blk<'c, 'm>> {
         let (exts, dt) = static_shape(self.p, self.p.func.ty(b))?;
-        if idx.len() != exts.len() {
-            return Err("a view whose indices do not match its buffer's rank".into());
-        }
-        let elems: u128 = exts.iter().map(|e| *e as u128).product();
         let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
-        let off = if index_type(elems).1 == DType::I64 {
-            self.wide_offsets(depth, idx, &exts, &shape)?
-        } else {
-            let mut off = Ix::C(0);
-            for (i, x) in idx.into_iter().enumerate() {
-                let stride: u64 = exts[i + 1..].iter().product();
-                let term = if stride == 1 {
-                    x
-                } else {
-                    self.ix_const_op(depth, x, "arith.muli", stride as i64)?
-                };
-                off = self.ix_add(depth, off, term)?;
-            }
-            match off {
-                Ix::C(c) => self.splat_const(depth, c as f64, &shape, DType::I32)?,
-                Ix::T(v, s) => self.bcast(depth, v, &s, &shape, "i32")?,
-            }
-        };
-        let base = *self
-            .args
-            .get(&(b, 0))
-            .ok_or("a buffer that is not an argument")?;
-        let pt = format!("!tt.ptr<{}>", dtype_name(dt));
-        let tp = ty_text(&shape, &pt);
-        let ptr = if shape.is_empty() {
-            self.val(depth, "tt.addptr", &[base, off], &pt, &[])?
-        } else {
-            let sb = self.val(depth, "tt.splat", &[base], &tp, &[])?;
-            self.val(depth, "tt.addptr", &[sb, off], &tp, &[])?
-        };
+        let ptr = self.ixs_ptrs((b, 0), &exts, dt, &shape, idx, depth)?;
         let rt = ty_text(&shape, dtype_name(dt));
         let v = match mask {
             None => self.val(

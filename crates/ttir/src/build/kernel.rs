@@ -41,15 +41,6 @@ pub(super) fn kernel(
     index: &mut HashMap<(ValueId, usize), usize>,
 ) -> Result<TtirKernel, String> {
     let f = p.func;
-    // A kernel that writes its buffer through views (the Python build's
-    // store offsets run the views' index arithmetic upwards) is not built
-    // here yet: refused, never stored at the wrong offsets.
-    if efir_triton::store_view(f, &p.def, &p.buffer, k.root).is_some() {
-        return Err(format!(
-            "`%{}` is written through reshapes or transposes of the value its kernel computes (a store through a view), which --to-ttir does not build yet",
-            f.value(k.root).name
-        ));
-    }
     let loc = Location::unknown(ctx);
     // One pointer per leaf of each buffer (a tuple buffer is one per field).
     let mut bufs: Vec<(ValueId, usize)> = Vec::new();
@@ -342,6 +333,11 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             }
             _ => None,
         };
+        // A kernel computing a value that its buffer holds through views
+        // (reshapes and transposes) stores each element where the views
+        // put it.
+        let through =
+            efir_triton::store_view(f, &self.p.def, &self.p.buffer, k.root).map(|(chain, _)| chain);
         for (leaf, ((exts, dt), x)) in leaves.into_iter().zip(blocks).enumerate() {
             let x = self.cast(&x, dt)?;
             let exts = if lead.is_some() {
@@ -349,7 +345,18 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             } else {
                 &exts[..]
             };
-            let ptr = self.ptrs((k.root, leaf), &x.dims, exts, dt, 0, lead)?;
+            let ptr = match &through {
+                Some(chain) if lead.is_none() => {
+                    let mut idx = Vec::with_capacity(x.dims.len());
+                    for j in 0..x.dims.len() {
+                        idx.push(self.ix_dim(0, &x.dims, j)?);
+                    }
+                    let idx = self.store_ixs(chain, idx, 0)?;
+                    self.ixs_ptrs((k.root, leaf), exts, dt, &x.shape(), idx, 0)?
+                }
+                Some(_) => return Err("a collect kernel storing through views".into()),
+                None => self.ptrs((k.root, leaf), &x.dims, exts, dt, 0, lead)?,
+            };
             match self.mask(&x.dims, 0)? {
                 None => self.op(0, "tt.store", &[ptr, x.v], &[], &[])?,
                 Some(m) => self.op(0, "tt.store", &[ptr, x.v, m], &[], &[])?,

@@ -1,7 +1,9 @@
 //! Ops that read their operand's memory at other indices: reshapes that
 //! split or merge dims, `tensor.slice` and `tensor.concat`. [`plan`] stores
-//! their computed operands, so each is a load from the buffer under the
-//! parallel views (and, for slices, slices: their bounds compose): element
+//! their computed operands, except the arithmetic and concatenations that a
+//! slice or concatenation computes where it loads (`ixs::Read`), so each
+//! is a load from the buffer under the parallel views (and, for slices,
+//! slices: their bounds compose): element
 //! `i` of a slice along a dim is element `start + i * step` of its operand;
 //! element `i` of a concatenation is element `i - o` of the operand that
 //! starts at offset `o`, chosen by `arith.select`; a reshape keeps the
@@ -151,9 +153,9 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 let x = self.ix_dim(depth, &dims, k)?;
                 idx.push(self.ix_affine(depth, x, 0, *start, *step)?);
             }
-            let (src, idx) = self.source_ixs(&op.name, op.operands[0], idx, depth)?;
+            let read = self.source_ixs(&op.name, op.operands[0], idx, depth)?;
             let mask = self.mask(&dims, depth)?;
-            return self.load_ixs(src, &dims, idx, mask, depth);
+            return self.load_read(read, &dims, mask, depth);
         }
         let src = self.source_buffer(&op.name, op.operands[0], Some(&mut access))?;
         if access.len() != dims.len() {
@@ -188,8 +190,9 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             let n = *ea
                 .get(d)
                 .ok_or("a concatenated operand without the joined dim")?;
-            // The operand's buffer and its indices (through views) or
-            // offsets (direct).
+            // What the operand reads through views (buffers at indices,
+            // and the arithmetic and concatenations on them), or its
+            // buffer and offsets (direct).
             let (src, through, at) = if self.through_views(*a) {
                 let mut idx = Vec::with_capacity(r);
                 for k in 0..r {
@@ -197,13 +200,13 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     let shift = if k == d { o } else { 0 };
                     idx.push(self.ix_affine(depth, x, shift, 0, 1)?);
                 }
-                let (src, idx) = self.source_ixs(&op.name, *a, idx, depth)?;
-                (src, Some(idx), Vec::new())
+                let read = self.source_ixs(&op.name, *a, idx, depth)?;
+                (None, Some(read), Vec::new())
             } else {
                 let mut access: Access = vec![(0, 1); r];
                 let src = self.source_buffer(&op.name, *a, Some(&mut access))?;
                 let at = self.shifted(&dims, &access, Some((d, o)), depth)?;
-                (src, None, at)
+                (Some(src), None, at)
             };
             // o <= offs < o + n along the joined dim.
             let lo = self.splat_const(depth, o as f64, &[bd.size], DType::I32)?;
@@ -236,9 +239,10 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     &[],
                 )?,
             };
-            let x = match through {
-                Some(idx) => self.load_ixs(src, &dims, idx, Some(mask), depth)?,
-                None => self.load_at(src, &dims, &at, Some(mask), depth)?,
+            let x = match (through, src) {
+                (Some(read), _) => self.load_read(read, &dims, Some(mask), depth)?,
+                (None, Some(src)) => self.load_at(src, &dims, &at, Some(mask), depth)?,
+                (None, None) => return Err("a concatenated operand read from nowhere".into()),
             };
             acc = Some(match acc {
                 None => x,
