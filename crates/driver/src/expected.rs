@@ -50,9 +50,11 @@ pub fn parse_expected(src: &str) -> Result<Vec<Expected>, Diag> {
                     )
                     .with_label("expected @+N or @-N")
                 })?;
-                (lineno as i64 + n, r[end..].trim_start())
+                // Checked: `@+9223372036854775807` wrapped around to a
+                // line before the first (issue 30).
+                ((lineno as i64).checked_add(n), r[end..].trim_start())
             } else {
-                (lineno as i64, rest)
+                (Some(lineno as i64), rest)
             };
             let text = rest
                 .strip_prefix("{{")
@@ -65,16 +67,29 @@ pub fn parse_expected(src: &str) -> Result<Vec<Expected>, Diag> {
                     )
                     .with_label("malformed expectation")
                 })?;
-            if target < 1 {
-                return Err(Diag::error(
-                    codes::E0106,
-                    "expectation points before line 1",
-                    span,
-                ));
-            }
+            // A diagnostic at the very end of the input is on the line
+            // after the last newline.
+            let last = src.split_inclusive('\n').count() as i64 + 1;
+            let line = match target {
+                Some(t) if t < 1 => {
+                    return Err(Diag::error(
+                        codes::E0106,
+                        "expectation points before line 1",
+                        span,
+                    ))
+                }
+                Some(t) if t <= last => t as usize,
+                _ => {
+                    return Err(Diag::error(
+                        codes::E0106,
+                        "expectation points past the end of the input",
+                        span,
+                    ))
+                }
+            };
             out.push(Expected {
                 severity,
-                line: target as usize,
+                line,
                 text,
                 span,
             });

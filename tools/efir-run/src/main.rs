@@ -138,6 +138,12 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
+    // Bad option values are usage errors too (exit 2), found before any
+    // file is read; errors in the input exit 1.
+    if let Err(msg) = check_usage(&cli) {
+        eprintln!("error: {msg}");
+        return ExitCode::from(2);
+    }
     match run(&cli) {
         Ok(code) => code,
         Err(msg) => {
@@ -145,6 +151,29 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The option values clap does not check: the number of files, `--tol`,
+/// `--trials`, `--tile` and `--dim`.
+fn check_usage(cli: &Cli) -> Result<(), String> {
+    match (cli.compare, cli.files.len()) {
+        (true, 2) | (false, 1) => {}
+        (true, _) => return Err("--compare needs two files".into()),
+        (false, _) => return Err("give one file (or two with --compare)".into()),
+    }
+    if let Some(t) = cli.tol {
+        if !(t.is_finite() && t >= 0.0) {
+            return Err(format!("--tol must be a non-negative number, found {t}"));
+        }
+    }
+    if cli.compare && cli.trials == 0 {
+        return Err("--trials must be at least 1 (no trial compares nothing)".into());
+    }
+    for t in &cli.tiles {
+        parse_tiles(t)?;
+    }
+    parse_dims(&cli.dims)?;
+    Ok(())
 }
 
 fn load(path: &Path) -> Result<Module, String> {

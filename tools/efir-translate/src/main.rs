@@ -61,6 +61,19 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
+    // A command line that asks for nothing, or for no program, is a usage
+    // error too (exit 2); errors in the input exit 1.
+    let usage = if !(cli.to_triton || cli.to_ttir || cli.print_features) {
+        Some("nothing to do: pass a target (--to-triton)")
+    } else if cli.top == Some(0) {
+        Some("--top 0 keeps no program; give 1 or more")
+    } else {
+        None
+    };
+    if let Some(msg) = usage {
+        eprintln!("error: {msg}");
+        return ExitCode::from(2);
+    }
     match run(&cli) {
         Ok(code) => code,
         Err(e) => {
