@@ -166,6 +166,57 @@ impl<'m> Interp<'m> {
         })
     }
 
+    /// The coordinates of the axes `f` partitions static dims along, known
+    /// before its ops run: a value defined under an axis before the first
+    /// partition along it (a `tensor.full` that compaction placed first)
+    /// needs them (issue 30: efir-run refused such candidates, "nothing is
+    /// partitioned along it"). Where the operand's extent or the tile size
+    /// is unknown the partition sets them when it runs, which also reports
+    /// disagreements.
+    fn partition_extents(&self, f: &Func) {
+        for op in f.ops.iter().filter(|o| o.name == "par.partition") {
+            let (Some(a), Some(i), Some(v)) = (
+                op.attrs.get("axis").and_then(|a| a.as_symbol()),
+                op.attrs.get("dim").and_then(|a| a.as_int()),
+                op.operands.first(),
+            ) else {
+                continue;
+            };
+            let Ok(size) = self.tile_size(a) else {
+                continue;
+            };
+            if self.extents.borrow().contains_key(a) {
+                continue;
+            }
+            let dims: Vec<u64> = f
+                .ty(*v)
+                .leaves()
+                .iter()
+                .filter_map(|l| {
+                    let i = usize::try_from(i).ok()?;
+                    // Already sliced along dim i: its tiles are not the dim.
+                    if l.state.values().any(|s| matches!(s, AxisState::Part(j) if *j == i)) {
+                        return None;
+                    }
+                    match l.shape.get(i) {
+                        Some(Dim::Static(n)) => Some(*n),
+                        _ => None,
+                    }
+                })
+                .collect();
+            if let Some(&n) = dims.first() {
+                if dims.iter().all(|d| *d == n) {
+                    let n = n as usize;
+                    let _ = self.set_extent(
+                        a,
+                        n.div_ceil(size),
+                        &format!("a dim of {n} in tiles of {size}"),
+                    );
+                }
+            }
+        }
+    }
+
     /// Record that axis `a` has `n` coordinates because of `why`; it is an
     /// error for one axis to slice dims into different numbers of tiles.
     pub fn set_extent(&self, a: &str, n: usize, why: &str) -> Result<(), String> {
@@ -326,6 +377,7 @@ impl<'m> Interp<'m> {
         for (p, a) in f.params.iter().zip(args) {
             env[p.index()] = Some(a);
         }
+        self.partition_extents(f);
         for op in &f.ops {
             let operands: Vec<&PValue> = op
                 .operands
