@@ -195,7 +195,10 @@ impl<'m> Interp<'m> {
                 .filter_map(|l| {
                     let i = usize::try_from(i).ok()?;
                     // Already sliced along dim i: its tiles are not the dim.
-                    if l.state.values().any(|s| matches!(s, AxisState::Part(j) if *j == i)) {
+                    if l.state
+                        .values()
+                        .any(|s| matches!(s, AxisState::Part(j) if *j == i))
+                    {
                         return None;
                     }
                     match l.shape.get(i) {
