@@ -261,19 +261,27 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         }
         let mut ts = Vec::new();
         for (b, a) in xs.iter().zip(accs) {
-            let v = self.bcast(b.depth, b.v, &b.shape(), &a.shape(), dtype_name(b.dt))?;
-            let b = &Blk {
-                v,
-                dims: a.dims.clone(),
-                ..b.clone()
-            };
-            if b.shape() != a.shape() {
+            // Broadcast only where the tile state is unit (a state wider
+            // than its accumulator is an error, never a tt.broadcast that
+            // Triton rejects).
+            if b.dims.len() != a.dims.len()
+                || b.dims
+                    .iter()
+                    .zip(&a.dims)
+                    .any(|(x, y)| x.size != 1 && x.size != y.size)
+            {
                 return Err(format!(
                     "a tile state block {:?} where its accumulator is {:?}",
                     b.shape(),
                     a.shape()
                 ));
             }
+            let v = self.bcast(b.depth, b.v, &b.shape(), &a.shape(), dtype_name(b.dt))?;
+            let b = &Blk {
+                v,
+                dims: a.dims.clone(),
+                ..b.clone()
+            };
             let mut t = self.cast(b, a.dt)?;
             t.depth = inner;
             ts.push(t);
