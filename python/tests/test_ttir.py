@@ -278,6 +278,9 @@ LOOPS = [
     ("lit-tests/Translate/triton-store-view-rotary.efir", "bias"),
     ("lit-tests/Translate/triton-store-view-rotary.efir", "deep"),
     ("lit-tests/Translate/triton-slice.efir", "rot"),
+    # An online-softmax loop whose field is a K loop of its own, over V
+    # read through the repetition of its heads (narrow accumulators).
+    ("lit-tests/TTIR/nested-units.efir", "gqa"),
 ]
 
 

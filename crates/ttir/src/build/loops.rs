@@ -248,13 +248,16 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         accs: &[Blk<'c, 'm>],
         inner: usize,
     ) -> R<Vec<Value<'c, 'm>>> {
-        self.narrow_states = Some(x);
+        // (Restored after: a loop emitted inside this one, for one of the
+        // tile's operands, must not clear it before the tile's states are
+        // finished.)
+        let outer = self.narrow_states.replace(x);
         // A repair over a maximum computes its tile states at the merged
         // maximum (FA2's order, as the Python build; see [`Em::reduce`]).
         self.rebase = accs.first().map(|a| (x, a.clone()));
         let xs = self.emit_val(x, inner_lay);
         self.rebase = None;
-        self.narrow_states = None;
+        self.narrow_states = outer;
         let xs = xs?.blocks();
         if xs.len() != accs.len() {
             return Err("the tile states and the accumulators differ in count".into());
