@@ -351,6 +351,40 @@ def test_ttir_wide_offsets(tmp_path, func):
 
 
 @pytest.mark.skipif(_translate() is None, reason="no efir-translate with the mlir feature (EFIR_TTIR_TRANSLATE)")
+@pytest.mark.parametrize("name", ["Layers/head-split-rope.efir", "Layers/Inputs/gqa-split.efir"])
+def test_ttir_layer_candidates(tmp_path, name):
+    # Every candidate compaction finds (8) for a layer's attention (heads
+    # split from the projections and rotated; grouped key/value heads)
+    # builds through MLIR with the Python build's kernels (their count),
+    # none refused (stores through views, reads through broadcasts,
+    # slices computing what they read), and matches the interpreter.
+    import re
+
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "python" / "tests"))
+    import triton_harness as h
+    import ttir_interp
+
+    cands = tmp_path / "c.efir"
+    h.sh(h.tool("efir-opt"), "--saturate", "--compact=max-candidates=8", str(ROOT / "lit-tests" / name), "-o", str(cands))
+    text = cands.read_text()
+    plan = h.sh(_translate(), "--to-triton", "--print-plan", str(cands), "--output-dir", str(tmp_path / "py")).stderr
+    funcs = re.findall(r"^func @([\w.]+)\((.*?)\) ->.*source = @", text, re.M)
+    assert len(funcs) == 8, funcs
+    for i, (func, sig) in enumerate(funcs):
+        out = tmp_path / func
+        h.sh(_translate(), "--to-ttir", str(cands), "--func", func, "--output-dir", str(out))
+        m = json.loads((out / f"{func.replace('.', '_')}.ttir.json").read_text())
+        assert f"@{func}: {len(m['kernels'])} kernel(s)" in plan, (func, len(m["kernels"]), plan)
+        d = h.reference(cands, func, tmp_path / f"ref_{func}", seed=i)
+        xs = [np.load(d / f"in_{n}.npy") for n in re.findall(r"%(\w+):", sig)]
+        ys = ttir_interp.run(m, [(out / k["file"]).read_text() for k in m["kernels"]], xs)
+        errs = [h.rel_l2(y, np.load(d / f"out{j}.npy")) for j, y in enumerate(ys)]
+        assert errs and all(e <= 1e-2 for e in errs), (func, errs)
+
+
+@pytest.mark.skipif(_translate() is None, reason="no efir-translate with the mlir feature (EFIR_TTIR_TRANSLATE)")
 def test_ttir_numerics_catches_a_wrong_kernel(tmp_path):
     # The check is not vacuous: one product turned into a sum is caught.
     errs = _build_and_run(tmp_path, "examples/small/gated_mlp.efir", "gated_mlp",
