@@ -6,26 +6,15 @@ that the program cannot take symbolically is compiled per shape, with the
 reason."""
 
 import logging
-import os
-import pathlib
 import sys
 import warnings
 
-os.environ["TRITON_INTERPRET"] = "1"
-
 import pytest
+import triton_harness as h
 
-try:
-    import torch
-    import triton  # noqa: F401
-except ImportError:  # pragma: no cover
-    if os.environ.get("EFIR_REQUIRE_TRITON") == "1":
-        raise
-    pytest.skip("torch and triton are not installed", allow_module_level=True)
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
-import efir  # noqa: E402,F401 (registers the backend)
+torch = h.interpreted_triton()
+ROOT = h.ROOT
+efir = h.source_efir()  # registers the backend
 from efir import family as F  # noqa: E402
 
 C = sys.modules["efir.compile"]

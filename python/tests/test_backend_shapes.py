@@ -7,26 +7,14 @@ recent ones, and never falls back to eager for a plain shape change."""
 
 import collections.abc
 import logging
-import os
-import pathlib
 import sys
 import warnings
 
-os.environ["TRITON_INTERPRET"] = "1"
-
 import pytest
+import triton_harness as h
 
-try:
-    import torch
-    import triton  # noqa: F401
-except ImportError:  # pragma: no cover
-    if os.environ.get("EFIR_REQUIRE_TRITON") == "1":
-        raise
-    pytest.skip("torch and triton are not installed", allow_module_level=True)
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
-import efir  # noqa: E402,F401 (registers the backend)
+torch = h.interpreted_triton()
+efir = h.source_efir()  # registers the backend
 
 C = sys.modules["efir.compile"]
 

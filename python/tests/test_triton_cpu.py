@@ -12,19 +12,10 @@ import os
 import pathlib
 import re
 
-os.environ["TRITON_INTERPRET"] = "1"
-
 import pytest
-
-try:
-    import torch  # noqa: F401
-    import triton  # noqa: F401
-except ImportError:  # pragma: no cover
-    if os.environ.get("EFIR_REQUIRE_TRITON") == "1":
-        raise
-    pytest.skip("torch and triton are not installed", allow_module_level=True)
-
 import triton_harness as h
+
+torch = h.interpreted_triton()
 
 ROOT = h.ROOT
 CANDIDATES = int(os.environ.get("EFIR_TRITON_CANDIDATES", "6"))

@@ -9,21 +9,10 @@ and triton-store-view-rotary.efir (a negated half negated, a bias added,
 once loaded).
 """
 
-import os
-
-os.environ["TRITON_INTERPRET"] = "1"
-
 import pytest
-
-try:
-    import torch  # noqa: F401
-    import triton  # noqa: F401
-except ImportError:  # pragma: no cover
-    if os.environ.get("EFIR_REQUIRE_TRITON") == "1":
-        raise
-    pytest.skip("torch and triton are not installed", allow_module_level=True)
-
 import triton_harness as h
+
+h.interpreted_triton()
 
 ROOT = h.ROOT
 # Kernels per program: one where the store goes through the view (and the

@@ -1,8 +1,10 @@
 """Run efir's generated Triton modules against the efir interpreter.
 
-Used by test_triton_cpu.py (TRITON_INTERPRET=1, torch on the CPU) and by
-bench/gpu (on the GPU). A module comes from `efir-translate --to-triton`; the
-reference outputs and the inputs come from `efir-run --dump-inputs`.
+Used by test_triton_cpu.py, test_triton_store_view.py and the other tests
+that run kernels (TRITON_INTERPRET=1, torch on the CPU): `interpreted_triton`
+is their shared prelude, `source_efir` imports this checkout's package. A
+module comes from `efir-translate --to-triton`; the reference outputs and
+the inputs come from `efir-run --dump-inputs`.
 """
 
 import importlib.util
@@ -14,6 +16,35 @@ import sys
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def interpreted_triton():
+    """The prelude of a test module that runs generated kernels on the CPU,
+    called at its import: Triton's interpreter (TRITON_INTERPRET=1 before
+    triton is imported; conftest.py sets it too, before any test module),
+    torch and triton imported, or the module skipped where they are missing
+    unless EFIR_REQUIRE_TRITON=1 (CI, whose venv has them) makes that an
+    error. Returns torch."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    import pytest
+
+    try:
+        import torch
+        import triton  # noqa: F401
+    except ImportError:  # pragma: no cover
+        if os.environ.get("EFIR_REQUIRE_TRITON") == "1":
+            raise
+        pytest.skip("torch and triton are not installed", allow_module_level=True)
+    return torch
+
+
+def source_efir():
+    """The efir package of this checkout (python/ first on sys.path),
+    imported; importing it registers the torch.compile backend."""
+    sys.path.insert(0, str(ROOT / "python"))
+    import efir
+
+    return efir
 
 
 def tool(name):
