@@ -180,7 +180,16 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
         "        if tuple(t.shape) != shape or t.dtype != dtype:"
     );
     let _ = writeln!(out, "            raise ValueError(f\"input %{{name}}: expected {{shape}} {{dtype}}, got {{tuple(t.shape)}} {{t.dtype}}\")");
-    let _ = writeln!(out, "    dev = inputs[0].device");
+    // A program without inputs (only constants) allocates on the GPU where
+    // there is one (issue 30: `inputs[0]` raised IndexError).
+    if f.params.is_empty() {
+        let _ = writeln!(
+            out,
+            "    dev = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")"
+        );
+    } else {
+        let _ = writeln!(out, "    dev = inputs[0].device");
+    }
     for (i, v) in f.params.iter().enumerate() {
         let _ = writeln!(out, "    {} = inputs[{i}].contiguous()", buf_host(f, *v, 0));
     }
@@ -310,6 +319,9 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
         .collect();
     if rets.len() == 1 {
         let _ = writeln!(out, "    return {}", rets[0]);
+    } else if rets.is_empty() {
+        // `return (,)` was a SyntaxError (issue 30).
+        let _ = writeln!(out, "    return ()");
     } else {
         let _ = writeln!(out, "    return ({},)", rets.join(", "));
     }

@@ -205,7 +205,13 @@ pub(super) fn fill_sms(k: &Kernel, axes: &mut IndexMap<String, AxisInfo>) {
     };
     let own = format!("g{}_", k.index);
     loop {
-        let programs: u64 = k.grid.iter().map(|(a, _)| tiles(axes, a)).product();
+        // Saturating: a grid of 2^40 x 2^40 tiles overflowed (a panic in
+        // debug builds, a wrapped count in release; issue 30).
+        let programs: u64 = k
+            .grid
+            .iter()
+            .map(|(a, _)| tiles(axes, a))
+            .fold(1, u64::saturating_mul);
         if programs >= FILL_PROGRAMS {
             return;
         }
