@@ -1,11 +1,15 @@
 //! Index expressions: where a block's elements are in a buffer seen through
-//! transposes and reshapes. Each dim of the buffer is indexed by an i32
-//! block broadcastable to the result block (unit along the dims it does
-//! not depend on) or by a constant; a slice shifts and scales an index, a
-//! transpose permutes the indices, a reshape regroups them through the
-//! row-major flat index of each group of dims (divided and taken modulo),
-//! as the Python build's planner composes them (`crates/triton`'s
-//! `emit/slices.rs` and `emit/views.rs`).
+//! transposes, reshapes and broadcasts. Each dim of the buffer is indexed
+//! by an i32 block broadcastable to the result block (unit along the dims
+//! it does not depend on) or by a constant; a slice shifts and scales an
+//! index, a transpose permutes the indices, a reshape regroups them through
+//! the row-major flat index of each group of dims (divided and taken
+//! modulo), a broadcast indexes its stretched dims at 0, as the Python
+//! build's planner composes them (`crates/triton`'s `emit/slices.rs` and
+//! `emit/views.rs`). What a slice or concatenation reads may also be
+//! arithmetic and concatenations of such reads, computed where they are
+//! loaded ([`Read`]). Run upwards, the same arithmetic gives where a kernel
+//! storing through views writes each element ([`Em::store_ixs`]).
 
 use super::blocks::index_type;
 use super::*;
