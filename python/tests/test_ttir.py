@@ -274,6 +274,10 @@ LOOPS = [
     ("lit-tests/Translate/triton-store-view.efir", "split"),
     ("lit-tests/Translate/triton-store-view.efir", "both"),
     ("lit-tests/Translate/triton-store-view.efir", "repeat"),
+    # Uneven blocks across heads (a split then a transpose), and dims
+    # cycled by the transpose (not its own inverse).
+    ("lit-tests/TTIR/store-view.efir", "hsplit"),
+    ("lit-tests/TTIR/store-view.efir", "cycle"),
     ("lit-tests/Translate/triton-store-view-rotary.efir", "rope"),
     ("lit-tests/Translate/triton-store-view-rotary.efir", "bias"),
     ("lit-tests/Translate/triton-store-view-rotary.efir", "deep"),
