@@ -1,22 +1,20 @@
-//! Programs cut into kernels: which values are buffers, each kernel's
-//! grid, and the axes' domains and default blocks. The automatic grid axes
-//! of each kernel are in [`grid`]; what slices, concatenations and stores
-//! read or write through instead of a buffer of its own is in [`reads`].
+//! Programs cut into kernels: which values are buffers (the rules of
+//! `efir_buffers::cut`, which compaction counts kernels with too), each
+//! kernel's grid, and the axes' domains and default blocks. The automatic
+//! grid axes of each kernel are in [`grid`].
 
 mod grid;
-mod reads;
 
 use crate::schedule::apply_schedule;
 use crate::{choose_defaults, estimate, AxisInfo, Extent, Kernel, Plan, AUTO_K};
 use efir_ir::{Attr, AxisState, Dim, Func, Module, Type, ValueId};
 use grid::{auto_grid, fill_sms, inlines_reduction, WHOLE_ROW};
-use indexmap::{IndexMap, IndexSet};
-use reads::{all_static, only_sliced, readable, splits_or_merges, stores_through_views};
+use indexmap::IndexMap;
 use std::collections::BTreeMap;
 
+pub use efir_buffers::store_view;
+pub(crate) use efir_buffers::READ_ARITH;
 pub use grid::small_dot_extents;
-pub use reads::store_view;
-pub(crate) use reads::READ_ARITH;
 
 fn stateless(t: &Type) -> bool {
     t.leaves().iter().all(|l| l.state.is_empty())
@@ -37,7 +35,7 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
     };
     let eb = choose_defaults(&mut base).map_or_else(|| estimate(&base), Ok);
     // The variant that also computes row statistics inside the kernels that
-    // read them (see [`epilogues`]), where it has fewer kernels, when its
+    // read them (see `efir_buffers::cut`), where it has fewer kernels, when its
     // static estimate (each at its chosen default blocks) is lower.
     if let Ok(mut v) = plan_with(module, f, true) {
         if v.kernels.len() < base.kernels.len() {
@@ -60,128 +58,10 @@ pub fn base_plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String
 }
 
 fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Plan<'a>, String> {
-    let n = f.values.len();
-    let mut def = vec![None; n];
-    for (i, op) in f.ops.iter().enumerate() {
-        def[op.result.index()] = Some(i);
-    }
-    let mut buffer = vec![false; n];
-    for p in &f.params {
-        buffer[p.index()] = true;
-    }
-    for r in &f.returns {
-        buffer[r.index()] = true;
-    }
-    for op in &f.ops {
-        let ty = f.ty(op.result);
-        let name = op.name.as_str();
-        if name == "par.collect"
-            || (stateless(ty)
-                && matches!(
-                    name,
-                    "par.combine"
-                        | "par.reduce"
-                        | "tensor.reduce"
-                        | "tile.matmul"
-                        | "tensor.matmul"
-                ))
-        {
-            buffer[op.result.index()] = true;
-        }
-    }
-    epilogues(f, &def, &mut buffer, broadcast, &IndexSet::new());
-    // Slices and concatenations read their operands from memory at shifted
-    // offsets, so an operand computed by an op (under parallel views,
-    // slices, transposes and reshapes of static extents: their index
-    // arithmetic composes, see `emit/slices.rs`) is stored.
-    // Likewise a reshape that splits or merges dims: its block is loaded
-    // through index arithmetic (see `emit/views.rs`), under reshapes,
-    // transposes and broadcasts.
-    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (i, op) in f.ops.iter().enumerate() {
-        for o in &op.operands {
-            users[o.index()].push(i);
-        }
-    }
-    for op in &f.ops {
-        let reads_memory = match op.name.as_str() {
-            "tensor.slice" | "tensor.concat" => true,
-            // (A reshape that only slices and concatenations read, through
-            // views, is read through by them: they read its operand.)
-            "tensor.reshape" => {
-                splits_or_merges(f, op.operands[0], op.result) && !only_sliced(f, &users, op.result)
-            }
-            _ => false,
-        };
-        if !reads_memory {
-            continue;
-        }
-        let mut stack: Vec<ValueId> = op.operands.clone();
-        while let Some(o) = stack.pop() {
-            let mut v = o;
-            while let Some(i) = def[v.index()] {
-                let d = &f.ops[i];
-                if buffer[v.index()] {
-                    break;
-                }
-                let view = match d.name.as_str() {
-                    "par.partition" | "par.replicate" | "par.combine" => true,
-                    "tensor.slice" => op.name != "tensor.reshape",
-                    "tensor.reshape" | "tensor.transpose" => {
-                        op.name == "tensor.reshape"
-                            || (all_static(f, v) && all_static(f, d.operands[0]))
-                    }
-                    // A splitting or merging reshape reads a broadcast
-                    // (key/value heads repeated to their query group) at
-                    // index 0 of its stretched dims (`emit/views.rs`; of
-                    // the same rank).
-                    "tensor.broadcast" => {
-                        op.name == "tensor.reshape"
-                            && all_static(f, v)
-                            && f.ty(v).as_tensor().map(|t| t.shape.len())
-                                == f.ty(d.operands[0]).as_tensor().map(|t| t.shape.len())
-                    }
-                    _ => false,
-                };
-                if view {
-                    v = d.operands[0];
-                    continue;
-                }
-                // Slices and concatenations compute arithmetic on what they
-                // can read where they load it (a bias added to a stored
-                // projection, a negated half of a head), instead of storing
-                // it (`emit/slices.rs`).
-                if op.name != "tensor.reshape"
-                    && (READ_ARITH.contains(&d.name.as_str()) || d.name == "tensor.concat")
-                    && all_static(f, v)
-                    && d.operands.iter().all(|a| readable(f, &def, &buffer, *a))
-                {
-                    stack.extend(d.operands.iter().copied());
-                    break;
-                }
-                let partial = f.ty(v).leaves().iter().find_map(|l| {
-                    l.state
-                        .iter()
-                        .find(|(_, s)| matches!(s, AxisState::Partial(_)))
-                        .map(|(a, _)| a.clone())
-                });
-                if let Some(a) = partial {
-                    return Err(format!(
-                        "`{}` reads `%{}` from memory, but it holds partial results over @{a} (finish them with par.reduce first)",
-                        op.name,
-                        f.value(v).name
-                    ));
-                }
-                buffer[v.index()] = true;
-                break;
-            }
-        }
-    }
-    let through = stores_through_views(f, &def, &mut buffer);
-    if !through.is_empty() {
-        // A matmul or reduction whose uses end in such a value is that
-        // kernel's too (a matmul, then exp, then a split of heads).
-        epilogues(f, &def, &mut buffer, false, &through);
+    // Which values live in memory: the rules compaction counts with too.
+    let efir_buffers::Cut { def, buffer, error } = efir_buffers::cut(f, broadcast);
+    if let Some(e) = error {
+        return Err(e);
     }
     // Axes and their extents.
     let mut axes: IndexMap<String, AxisInfo> = IndexMap::new();
@@ -371,103 +251,6 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
     p.stat_blocks = vec![IndexMap::new(); p.kernels.len()];
     apply_schedule(&mut p)?;
     Ok(p)
-}
-
-/// Fuse epilogues: a reduction or matmul without parallel state (a buffer
-/// by the rule above) whose every use is a pointwise op or a tuple field of
-/// its own shape, down to exactly one buffer, is computed by that buffer's
-/// kernel instead of being stored and read back (the division and cast after
-/// an online-softmax reduction, a cast after a matmul).
-///
-/// With `broadcast`, a reduction's value may also reach its buffers through
-/// broadcasting pointwise ops and reshapes that add or drop unit dims (the
-/// mean or inverse RMS of a row applied to the row), in any number of
-/// buffers: each of their kernels recomputes it (a loop over the row before
-/// the pointwise work) instead of reading it from a kernel of its own.
-///
-/// With values in `through` (computed values that kernels store through
-/// views, see [`stores_through_views`]), only the reductions and matmuls
-/// whose one target is among them are fused (the rest was decided before).
-fn epilogues(
-    f: &Func,
-    def: &[Option<usize>],
-    buffer: &mut [bool],
-    broadcast: bool,
-    through: &IndexSet<ValueId>,
-) {
-    let mut users: Vec<Vec<usize>> = vec![Vec::new(); f.values.len()];
-    for (i, op) in f.ops.iter().enumerate() {
-        for o in &op.operands {
-            users[o.index()].push(i);
-        }
-    }
-    let shape_of = |v: ValueId| -> Option<Vec<Dim>> {
-        let ls = f.ty(v).leaves();
-        let s = ls.first()?.shape.clone();
-        ls.iter()
-            .all(|l| l.shape == s && l.state.is_empty())
-            .then_some(s)
-    };
-    for op in &f.ops {
-        let v = op.result;
-        if !buffer[v.index()]
-            || f.returns.contains(&v)
-            || !matches!(
-                op.name.as_str(),
-                "par.reduce" | "tensor.reduce" | "tile.matmul" | "tensor.matmul"
-            )
-        {
-            continue;
-        }
-        let Some(shape) = shape_of(v) else { continue };
-        let reduction = broadcast && op.name != "tile.matmul" && op.name != "tensor.matmul";
-        let mut targets: IndexSet<ValueId> = IndexSet::new();
-        let mut stack = vec![v];
-        let mut seen: IndexSet<ValueId> = IndexSet::new();
-        let mut ok = true;
-        while let Some(x) = stack.pop() {
-            if !seen.insert(x) {
-                continue;
-            }
-            if users[x.index()].is_empty() && x != v && !f.returns.contains(&x) {
-                continue;
-            }
-            for &u in &users[x.index()] {
-                let uop = &f.ops[u];
-                let y = uop.result;
-                let pointwise = uop.name.starts_with("ew.") || uop.name == "tensor.get";
-                let same = shape_of(y).as_ref() == Some(&shape);
-                // In broadcast mode any consumer but one that reads its
-                // operand from memory (slices, concatenations, reshapes that
-                // split or merge dims) or a matmul computes from it in place.
-                let spread = reduction
-                    && match uop.name.as_str() {
-                        "tensor.slice" | "tensor.concat" | "tile.matmul" | "tensor.matmul" => false,
-                        "tensor.reshape" => !splits_or_merges(f, x, y),
-                        _ => true,
-                    };
-                if !(spread || (pointwise && same)) {
-                    ok = false;
-                    break;
-                }
-                if buffer[y.index()] || through.contains(&y) {
-                    targets.insert(y);
-                } else {
-                    stack.push(y);
-                }
-            }
-            if !ok {
-                break;
-            }
-        }
-        if ok
-            && (through.is_empty() || targets.iter().all(|t| through.contains(t)))
-            && (targets.len() == 1 || (reduction && !targets.is_empty()))
-            && def[v.index()].is_some()
-        {
-            buffer[v.index()] = false;
-        }
-    }
 }
 
 fn kernel_of(
