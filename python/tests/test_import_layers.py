@@ -121,7 +121,7 @@ def compiled_whole(m, xs):
 # kernel). Decode 13 -> 11 since the concatenation of the rotated key with
 # the cache computes the rotation where it loads the key's projection (its
 # halves through the head split, the first negated, the products with cos
-# and sin: crates/triton/src/plan/reads.rs, READ_ARITH) instead of reading a
+# and sin: crates/buffers/src/lib.rs, READ_ARITH) instead of reading a
 # stored negation and a stored rotated key.
 PREFILL_KERNELS, DECODE_KERNELS = 12, 11
 
