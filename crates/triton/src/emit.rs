@@ -246,6 +246,21 @@ fn extents(t: &Type) -> Vec<Extent> {
         .unwrap_or_default()
 }
 
+/// The literal of a constant of type `dt`: an integer type takes an integer
+/// literal (`tl.full([], 8.0, tl.int32)` is refused by Triton 3.6); a float
+/// type the number as written by [`literal`].
+fn typed_literal(a: &Attr, dt: DType) -> String {
+    if dt.is_float() {
+        return literal(a);
+    }
+    let int = match a {
+        Attr::Int(i) => Some(*i),
+        Attr::Float(x) if x.is_finite() && x.fract() == 0.0 && x.abs() < 9.2e18 => Some(*x as i64),
+        _ => None,
+    };
+    int.map_or_else(|| literal(a), |i| i.to_string())
+}
+
 fn literal(a: &Attr) -> String {
     match a.as_f64() {
         Some(x) if x.is_nan() => "float('nan')".into(),

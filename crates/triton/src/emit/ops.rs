@@ -111,8 +111,8 @@ impl KernelEmitter<'_, '_> {
                 }
             }
             "tensor.full" => {
-                let value = literal(op.attrs.get("value").unwrap_or(&Attr::Int(0)));
                 let t = rt.as_tensor().ok_or("expected a tensor")?;
+                let value = typed_literal(op.attrs.get("value").unwrap_or(&Attr::Int(0)), t.dtype);
                 let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
                 let (dims, depth) = self.dims(&exts, lay)?;
                 let var = self.fresh("c");

@@ -142,7 +142,7 @@ impl KernelEmitter<'_, '_> {
                 .unwrap_or(DType::F32);
             let (e, u) = if op.name == "tensor.full" {
                 (
-                    literal(op.attrs.get("value").unwrap_or(&Attr::Int(0))),
+                    typed_literal(op.attrs.get("value").unwrap_or(&Attr::Int(0)), dt),
                     vec![true; r],
                 )
             } else {
