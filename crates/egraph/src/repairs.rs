@@ -36,16 +36,23 @@ pub fn exp_h2(dt: DType) -> String {
 /// Every library function for every float dtype, as IR text. The input maps
 /// are guarded like FlashAttention's: where the new producer state is still
 /// the identity (`s' = -inf`, every input so far masked), a contribution is
-/// 0 rather than `exp(-inf + inf)`; the repair keeps `c` where the state did
+/// 0 rather than `exp(-inf + inf)` (`exp(x - 0)` with `x = -inf`: the input
+/// maps assume `x <= s'`, as the fused reduction calls them); the repair keeps `c` where the state did
 /// not change (`h(c, s, s) = c`, also for `s = -inf`).
 pub fn library() -> String {
     let mut s = String::new();
     for dt in [DType::F16, DType::BF16, DType::F32, DType::F64] {
         let t = format!("tensor<{dt}>");
         let i1 = "tensor<i1>";
-        // p = select(s' == -inf, 0, exp(x - s'))
+        // p = exp(x - select(s' == -inf, 0, s')): the guard on the state
+        // (a row's maximum, broadcast along the row in a kernel), not on each
+        // element's exp. Equal to select(s' == -inf, 0, exp(x - s')) for
+        // every input the fused reduction gives it, where s' is the maximum
+        // of the inputs so far, x among them (x <= s'; s' = -inf only where
+        // every x is -inf, and exp(-inf - 0) = 0); one select per row instead
+        // of one per element of an attention score tile.
         let guarded_p = format!(
-            "  %ninf = tensor.full<-inf> : {t}\n  %zero = tensor.full<0.0> : {t}\n  %none = ew.cmp<eq> %m, %ninf : {i1}\n  %d = ew.sub %x, %m : {t}\n  %e = ew.exp %d : {t}\n  %p = ew.select %none, %zero, %e : {t}\n"
+            "  %ninf = tensor.full<-inf> : {t}\n  %zero = tensor.full<0.0> : {t}\n  %none = ew.cmp<eq> %m, %ninf : {i1}\n  %ms = ew.select %none, %zero, %m : {t}\n  %d = ew.sub %x, %ms : {t}\n  %p = ew.exp %d : {t}\n"
         );
         // e = select(s == s', 1, exp(s - s'))
         let guarded_e = format!(
