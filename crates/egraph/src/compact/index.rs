@@ -11,7 +11,7 @@ use super::limits::Progress;
 use super::memory::Memory;
 use super::order::{numbered_classes, ordered_options};
 use super::space::{retain_marked, view_mask, Space};
-use super::values::value_classes;
+use super::values::{value_classes, ValueClasses};
 use crate::analysis::EGraph;
 use crate::convert::Graph;
 use egg::{Id, SymbolLang};
@@ -142,84 +142,21 @@ impl<'a> Enumerator<'a> {
     /// a program.
     pub fn new_in(g: &'a Graph, space: Space) -> Result<Enumerator<'a>, String> {
         let eg = &g.egraph;
-        let (ids, index) = numbered_classes(eg);
-        let (options, kids) = ordered_options(eg, &ids, &index);
-        let keep = view_mask(eg, &ids, &options, &kids, space);
-        let kinds: Vec<Vec<Kind<String>>> = (0..ids.len())
-            .map(|c| {
-                (0..options[c].len())
-                    .map(|j| node_kind(eg, &options[c][j], ids[c], &kids[c][j], &ids))
-                    .collect()
-            })
-            .collect();
-        // Value classes are the values', so they come from every e-node;
-        // the options the space leaves are the rest's.
-        let values = value_classes(eg, &ids, &options, &kids, &kinds);
-        let (mut options, mut kids, mut kinds) = (options, kids, kinds);
-        if let Some(keep) = &keep {
-            for (c, keep) in keep.iter().enumerate() {
-                retain_marked(&mut options[c], keep);
-                retain_marked(&mut kids[c], keep);
-                retain_marked(&mut kinds[c], keep);
-            }
-        }
-        let mut roots = Vec::new();
-        for r in &g.roots {
-            if let Some(i) = index.get(&eg.find(*r)) {
-                if options[*i as usize].is_empty() {
-                    return Err(format!(
-                        "`replicas={},partitions={}` leaves result {} without a program: every e-node of its e-class reads, directly or through others, a value that this space allows only as a view (`par.replicate` or `par.partition`) and that has no such view with a program, or leads back to it",
-                        space.replicas.name(),
-                        space.partitions.name(),
-                        roots.len(),
-                    ));
-                }
-                roots.push(*i);
-            }
-        }
+        let SpaceClasses {
+            ids,
+            index,
+            options,
+            kids,
+            kinds,
+            values,
+        } = space_classes(eg, space);
+        let roots = result_classes(g, &index, &options, space)?;
         let labels = label_options(eg, &ids, &options, &kids, &kinds, &values.keyed);
         let mem = Memory::new(eg, &ids, &options, &kids, &roots, labels.forced);
         let kind = labels.kind;
-        let leaf = options
-            .iter()
-            .map(|os| os.iter().map(|n| is_leaf(n.op.as_str())).collect())
-            .collect();
-        let arity = ids
-            .iter()
-            .map(|id| match eg[*id].data.ty() {
-                Some(efir_ir::Type::Tuple(ts)) => ts.len() as u32,
-                _ => 0,
-            })
-            .collect();
-        let fields = options
-            .iter()
-            .map(|os| os.iter().map(|n| field_use(eg, n)).collect())
-            .collect();
-        let mut opt_base = Vec::with_capacity(options.len());
-        let mut total = 0;
-        for os in &options {
-            opt_base.push(total);
-            total += os.len();
-        }
-        let intern_cache = vec![(u32::MAX, Vec::new()); 2 * total];
-        let route: Vec<bool> = kind
-            .iter()
-            .map(|ks: &Vec<Kind>| {
-                ks.iter()
-                    .all(|k| matches!(k, Kind::View | Kind::Pointwise(_)))
-            })
-            .collect();
-        let order = kind
-            .iter()
-            .enumerate()
-            .map(|(c, ks)| {
-                let mut o: Vec<u16> = (0..ks.len() as u16).collect();
-                if route[c] {
-                    o.sort_by_key(|j| matches!(ks[*j as usize], Kind::View));
-                }
-                o
-            })
-            .collect();
+        let (opt_base, total) = option_bases(&options);
+        let route = route_classes(&kind);
+        let order = option_order(&kind, &route);
         let several_orgs = several_organizations(&kind, &values.value, values.count);
         let mut en = Enumerator {
             eg,
@@ -228,9 +165,9 @@ impl<'a> Enumerator<'a> {
             mem,
             root_store: labels.root_store,
             fixed: Vec::new(),
-            leaf,
-            fields,
-            arity,
+            leaf: leaf_options(&options),
+            fields: field_uses(eg, &options),
+            arity: tuple_arity(eg, &ids),
             tuple_reads: Vec::new(),
             live_by_key: FxHashMap::default(),
             live_by_value: FxHashMap::default(),
@@ -250,7 +187,7 @@ impl<'a> Enumerator<'a> {
             value_of_key: Vec::new(),
             intern_buf: Vec::new(),
             opt_base,
-            intern_cache,
+            intern_cache: vec![(u32::MAX, Vec::new()); 2 * total],
             route,
             order,
             scratch: Scratch::default(),
@@ -302,6 +239,143 @@ impl<'a> Enumerator<'a> {
     pub fn index_of(&self, id: Id) -> Option<u32> {
         self.index.get(&self.eg.find(id)).copied()
     }
+}
+
+/// The classes of an e-graph in a candidate space: their ids and dense
+/// index, each one's options (the e-nodes the space leaves), the options'
+/// operands and kinds (labels as text), and the value classes, which come
+/// from every e-node.
+struct SpaceClasses {
+    ids: Vec<Id>,
+    index: HashMap<Id, u32>,
+    options: Vec<Vec<SymbolLang>>,
+    kids: Vec<Vec<Vec<u32>>>,
+    kinds: Vec<Vec<Kind<String>>>,
+    values: ValueClasses,
+}
+
+/// The classes of `eg` and their options in `space` (see [`SpaceClasses`]).
+fn space_classes(eg: &EGraph, space: Space) -> SpaceClasses {
+    let (ids, index) = numbered_classes(eg);
+    let (options, kids) = ordered_options(eg, &ids, &index);
+    let keep = view_mask(eg, &ids, &options, &kids, space);
+    let kinds: Vec<Vec<Kind<String>>> = (0..ids.len())
+        .map(|c| {
+            (0..options[c].len())
+                .map(|j| node_kind(eg, &options[c][j], ids[c], &kids[c][j], &ids))
+                .collect()
+        })
+        .collect();
+    // Value classes are the values', so they come from every e-node;
+    // the options the space leaves are the rest's.
+    let values = value_classes(eg, &ids, &options, &kids, &kinds);
+    let (mut options, mut kids, mut kinds) = (options, kids, kinds);
+    if let Some(keep) = &keep {
+        for (c, keep) in keep.iter().enumerate() {
+            retain_marked(&mut options[c], keep);
+            retain_marked(&mut kids[c], keep);
+            retain_marked(&mut kinds[c], keep);
+        }
+    }
+    SpaceClasses {
+        ids,
+        index,
+        options,
+        kids,
+        kinds,
+        values,
+    }
+}
+
+/// The classes of `g`'s results, in order. Fails where `space` left one
+/// without options.
+fn result_classes(
+    g: &Graph,
+    index: &HashMap<Id, u32>,
+    options: &[Vec<SymbolLang>],
+    space: Space,
+) -> Result<Vec<u32>, String> {
+    let eg = &g.egraph;
+    let mut roots = Vec::new();
+    for r in &g.roots {
+        if let Some(i) = index.get(&eg.find(*r)) {
+            if options[*i as usize].is_empty() {
+                return Err(format!(
+                    "`replicas={},partitions={}` leaves result {} without a program: every e-node of its e-class reads, directly or through others, a value that this space allows only as a view (`par.replicate` or `par.partition`) and that has no such view with a program, or leads back to it",
+                    space.replicas.name(),
+                    space.partitions.name(),
+                    roots.len(),
+                ));
+            }
+            roots.push(*i);
+        }
+    }
+    Ok(roots)
+}
+
+/// Which options compute nothing (see [`is_leaf`]).
+fn leaf_options(options: &[Vec<SymbolLang>]) -> Vec<Vec<bool>> {
+    options
+        .iter()
+        .map(|os| os.iter().map(|n| is_leaf(n.op.as_str())).collect())
+        .collect()
+}
+
+/// The number of fields of each tuple-typed class (0 for tensors).
+fn tuple_arity(eg: &EGraph, ids: &[Id]) -> Vec<u32> {
+    ids.iter()
+        .map(|id| match eg[*id].data.ty() {
+            Some(efir_ir::Type::Tuple(ts)) => ts.len() as u32,
+            _ => 0,
+        })
+        .collect()
+}
+
+/// How each option reads the fields of its tuple operands.
+fn field_uses(eg: &EGraph, options: &[Vec<SymbolLang>]) -> Vec<Vec<FieldUse>> {
+    options
+        .iter()
+        .map(|os| os.iter().map(|n| field_use(eg, n)).collect())
+        .collect()
+}
+
+/// Where each class's options start in a numbering of all options, and
+/// the number of all options.
+fn option_bases(options: &[Vec<SymbolLang>]) -> (Vec<usize>, usize) {
+    let mut opt_base = Vec::with_capacity(options.len());
+    let mut total = 0;
+    for os in options {
+        opt_base.push(total);
+        total += os.len();
+    }
+    (opt_base, total)
+}
+
+/// The classes whose options are all views and pointwise ops (see
+/// [`Enumerator::route`]).
+fn route_classes(kind: &[Vec<Kind>]) -> Vec<bool> {
+    kind.iter()
+        .map(|ks| {
+            ks.iter()
+                .all(|k| matches!(k, Kind::View | Kind::Pointwise(_)))
+        })
+        .collect()
+}
+
+/// The order in which [`Enumerator::expand`] tries each class's options:
+/// a route class's pointwise ops before its views, the others' as they
+/// come.
+fn option_order(kind: &[Vec<Kind>], route: &[bool]) -> Vec<Vec<u16>> {
+    kind.iter()
+        .enumerate()
+        .map(|(c, ks)| {
+            let mut o: Vec<u16> = (0..ks.len() as u16).collect();
+            if route[c] {
+                o.sort_by_key(|j| matches!(ks[*j as usize], Kind::View));
+            }
+            o
+        })
+        .collect()
 }
 
 /// Options that compute nothing: parameters and constants.

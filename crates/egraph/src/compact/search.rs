@@ -2,7 +2,7 @@
 //! pruning by the record (`early`), and the runs on one or more threads,
 //! with or without a sketch.
 
-use super::canon::Canon;
+use super::canon::{Canon, Keys};
 use super::index::Enumerator;
 use super::limits::Limits;
 use super::partial::State;
@@ -304,15 +304,7 @@ impl<'a> Enumerator<'a> {
             },
         };
         let mut n = Counts::default();
-        // With several threads, keys are numbered by one interner from now
-        // on; each thread's own map is a cache of it that starts empty
-        // (copying it to every thread took about 0.2 s per copy after a
-        // sketch had interned a few million keys).
-        let keys = (threads > 1).then(|| {
-            let keys = Arc::new(Mutex::new(std::mem::take(&mut self.interner)));
-            self.shared_keys = Some(keys.clone());
-            keys
-        });
+        let keys = self.share_keys(threads);
         let pool = Pool {
             work: Mutex::new((Vec::new(), 0)),
             idle: AtomicUsize::new(0),
@@ -321,30 +313,70 @@ impl<'a> Enumerator<'a> {
             left: AtomicBool::new(false),
             stopped_by: Mutex::new(None),
         };
-        // Up to the first real choice here; its subtrees go to the
-        // threads in turn, and each explores its own in turns (as `run`
-        // does).
+        let split = self.descend_to_first_choice(mode, &shared, &pool, budget, &mut n);
+        let counts = self.run_workers(mode, split, &shared, &pool, threads, budget);
+        n.expanded = pool.expanded.load(Ordering::Relaxed);
+        n.pruned += counts.iter().map(|c| c.pruned).sum::<usize>();
+        self.unshare_keys(keys);
+        let stopped_by = *pool.stopped_by.lock().unwrap_or_else(|e| e.into_inner());
+        let left = pool.left.load(Ordering::Relaxed) || !pool.lock().0.is_empty();
+        shared.finish(n, stopped_by, left)
+    }
+
+    /// With several threads, keys are numbered by one interner from now
+    /// on (returned, and what `shared_keys` points to); each thread's own
+    /// map is a cache of it that starts empty (copying it to every thread
+    /// took about 0.2 s per copy after a sketch had interned a few million
+    /// keys).
+    fn share_keys(&mut self, threads: usize) -> Option<Arc<Mutex<Keys>>> {
+        (threads > 1).then(|| {
+            let keys = Arc::new(Mutex::new(std::mem::take(&mut self.interner)));
+            self.shared_keys = Some(keys.clone());
+            keys
+        })
+    }
+
+    /// The interner back from [`Enumerator::share_keys`].
+    fn unshare_keys(&mut self, keys: Option<Arc<Mutex<Keys>>>) {
+        if let Some(keys) = keys {
+            self.shared_keys = None;
+            self.interner = std::mem::take(&mut *keys.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+    }
+
+    /// Expand from the first partial program up to the first real choice
+    /// (a partial program with several children), whose subtrees go to
+    /// the threads in turn (each explores its own in turns, as `run`
+    /// does). Returns those subtrees (none where the search stopped on the
+    /// way: `pool` then says so) and the number of partial programs
+    /// expanded before them (where the turns start).
+    fn descend_to_first_choice(
+        &mut self,
+        mode: Mode,
+        shared: &Shared,
+        pool: &Pool,
+        budget: Budget,
+        n: &mut Counts,
+    ) -> (Vec<State>, usize) {
         let mut split: Vec<State> = Vec::new();
         let mut stop = false;
         let mut cut = false;
-        // (Partial programs expanded before the split: where the turns
-        // start.)
         let mut turn = 0;
-        if let Some(first) = self.first(mode, &mut n) {
+        if let Some(first) = self.first(mode, n) {
             let mut s = first;
             loop {
                 turn += 1;
                 if s.holes.is_empty() {
-                    stop = self.complete(&s, mode, &shared);
+                    stop = self.complete(&s, mode, shared);
                     break;
                 }
-                if let Some(why) = budget.stops(&shared, n.expanded, true) {
+                if let Some(why) = budget.stops(shared, n.expanded, true) {
                     *pool.stopped_by.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
                     split = vec![s];
                     stop = true;
                     break;
                 }
-                let e = self.expand(mode, s, &shared, &mut n);
+                let e = self.expand(mode, s, shared, n);
                 cut |= e.cut;
                 stop |= e.stop;
                 if stop || e.next.len() != 1 {
@@ -360,44 +392,45 @@ impl<'a> Enumerator<'a> {
             pool.left.store(cut || !split.is_empty(), Ordering::Relaxed);
             split.clear();
         }
+        (split, turn)
+    }
+
+    /// Explore the subtrees `split` (dealt to the threads in turn) on
+    /// `threads` threads (one: this one, from the given turn), and return
+    /// each thread's counts.
+    fn run_workers(
+        &mut self,
+        mode: Mode,
+        (split, turn): (Vec<State>, usize),
+        shared: &Shared,
+        pool: &Pool,
+        threads: usize,
+        budget: Budget,
+    ) -> Vec<Counts> {
         let mut initial: Vec<Vec<Vec<State>>> = vec![Vec::new(); threads];
         for (i, t) in split.into_iter().enumerate() {
             initial[i % threads].push(vec![t]);
         }
-        let counts: Vec<Counts> = if keys.is_none() {
-            // One thread: this one.
+        if threads == 1 {
             let stacks = initial.pop().unwrap_or_default();
-            vec![self.worker(mode, (stacks, turn), &shared, &pool, 1, budget)]
-        } else {
-            std::thread::scope(|scope| {
-                let workers: Vec<_> = initial
-                    .into_iter()
-                    .enumerate()
-                    .map(|(w, stacks)| {
-                        let mut en = self.clone();
-                        // (One thread reports progress.)
-                        en.progress.quiet |= w > 0;
-                        let (shared, pool) = (&shared, &pool);
-                        scope.spawn(move || {
-                            en.worker(mode, (stacks, 0), shared, pool, threads, budget)
-                        })
-                    })
-                    .collect();
-                workers
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                    .collect()
-            })
-        };
-        n.expanded = pool.expanded.load(Ordering::Relaxed);
-        n.pruned += counts.iter().map(|c| c.pruned).sum::<usize>();
-        if let Some(keys) = keys {
-            self.shared_keys = None;
-            self.interner = std::mem::take(&mut *keys.lock().unwrap_or_else(|e| e.into_inner()));
+            return vec![self.worker(mode, (stacks, turn), shared, pool, 1, budget)];
         }
-        let stopped_by = *pool.stopped_by.lock().unwrap_or_else(|e| e.into_inner());
-        let left = pool.left.load(Ordering::Relaxed) || !pool.lock().0.is_empty();
-        shared.finish(n, stopped_by, left)
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = initial
+                .into_iter()
+                .enumerate()
+                .map(|(w, stacks)| {
+                    let mut en = self.clone();
+                    // (One thread reports progress.)
+                    en.progress.quiet |= w > 0;
+                    scope.spawn(move || en.worker(mode, (stacks, 0), shared, pool, threads, budget))
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        })
     }
 
     /// One thread of [`Enumerator::run_threads`], starting from its

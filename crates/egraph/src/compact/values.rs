@@ -42,48 +42,54 @@ fn union(p: &mut [u32], a: u32, b: u32) -> bool {
     true
 }
 
-/// The value classes of the classes `ids` whose options are `options`
-/// (with operands `kids` and kinds `kinds`, as [`super::kinds::node_kind`]
-/// gives them): every e-node counts, whatever the candidate space keeps.
-pub(super) fn value_classes(
-    eg: &EGraph,
-    ids: &[Id],
-    options: &[Vec<SymbolLang>],
-    kids: &[Vec<Vec<u32>>],
-    kinds: &[Vec<Kind<String>>],
-) -> ValueClasses {
-    let reduce_loop = |c: usize, j: usize| options[c][j].op.as_str() == "par.reduce";
-    // E-classes that hold the same value under different parallel states
-    // (linked by partitions, replicates and combines that assemble tiles)
-    // share one. A partial result is not its combined value; with `loops`,
-    // a `par.reduce`'s is.
-    let link = |parent: &mut Vec<u32>, loops: bool| {
-        for (c, ks) in kinds.iter().enumerate() {
+/// The classes whose value classes are found: their ids, options, the
+/// options' operands and kinds (dense indices, as in
+/// [`super::Enumerator`]).
+struct Classes<'g> {
+    eg: &'g EGraph,
+    ids: &'g [Id],
+    options: &'g [Vec<SymbolLang>],
+    kids: &'g [Vec<Vec<u32>>],
+    kinds: &'g [Vec<Kind<String>>],
+}
+
+impl Classes<'_> {
+    fn reduce_loop(&self, c: usize, j: usize) -> bool {
+        self.options[c][j].op.as_str() == "par.reduce"
+    }
+
+    /// Join e-classes that hold the same value under different parallel
+    /// states (linked by partitions, replicates and combines that assemble
+    /// tiles). A partial result is not its combined value; with `loops`, a
+    /// `par.reduce`'s is.
+    fn link(&self, parent: &mut [u32], loops: bool) {
+        for (c, ks) in self.kinds.iter().enumerate() {
             for (j, kind) in ks.iter().enumerate() {
                 let joins = matches!(kind, Kind::View | Kind::Materialize(_))
-                    || (loops && reduce_loop(c, j));
-                if let (true, Some(k)) = (joins, kids[c][j].first()) {
+                    || (loops && self.reduce_loop(c, j));
+                if let (true, Some(k)) = (joins, self.kids[c][j].first()) {
                     union(parent, c as u32, *k);
                 }
             }
         }
-    };
-    // Each option's op, attributes and type (with the partial axes of its
-    // result where `partial`), for ops that compute (not views,
-    // materializations or loops).
-    let signatures = |partial: bool| -> Vec<Vec<Option<String>>> {
-        (0..ids.len())
+    }
+
+    /// Each option's op, attributes and type (with the partial axes of its
+    /// result where `partial`), for ops that compute (not views,
+    /// materializations or loops).
+    fn signatures(&self, partial: bool) -> Vec<Vec<Option<String>>> {
+        (0..self.ids.len())
             .map(|c| {
-                (0..options[c].len())
+                (0..self.options[c].len())
                     .map(|j| {
-                        let n = &options[c][j];
-                        let computes = kinds[c][j].computes() && !reduce_loop(c, j);
+                        let n = &self.options[c][j];
+                        let computes = self.kinds[c][j].computes() && !self.reduce_loop(c, j);
                         computes.then(|| {
-                            let attrs: Vec<String> = node_attrs(eg, n)
+                            let attrs: Vec<String> = node_attrs(self.eg, n)
                                 .iter()
                                 .map(|(a, v)| format!("{a}={v}"))
                                 .collect();
-                            let ty = eg[ids[c]].data.ty();
+                            let ty = self.eg[self.ids[c]].data.ty();
                             let ty = if partial {
                                 partial_type(ty)
                             } else {
@@ -95,54 +101,84 @@ pub(super) fn value_classes(
                     .collect()
             })
             .collect()
-    };
-    // Congruence: the same op over the same values computes the same value,
-    // whichever e-classes hold it (say two collections of one partial
-    // result under different parallel states).
-    let congruence = |parent: &mut Vec<u32>, signatures: &[Vec<Option<String>>]| loop {
-        let mut changed = false;
-        let mut by_op: HashMap<(&str, Vec<u32>), u32> = HashMap::new();
-        for (c, cs) in signatures.iter().enumerate() {
-            for (j, op) in cs.iter().enumerate() {
-                let Some(op) = op else { continue };
-                let ks: Vec<u32> = kids[c][j].iter().map(|k| find(parent, *k)).collect();
-                match by_op.entry((op.as_str(), ks)) {
-                    Entry::Vacant(e) => {
-                        e.insert(c as u32);
+    }
+
+    /// Congruence: the same op over the same values computes the same
+    /// value, whichever e-classes hold it (say two collections of one
+    /// partial result under different parallel states). Joins such classes
+    /// until nothing changes.
+    fn congruence(&self, parent: &mut [u32], signatures: &[Vec<Option<String>>]) {
+        loop {
+            let mut changed = false;
+            let mut by_op: HashMap<(&str, Vec<u32>), u32> = HashMap::new();
+            for (c, cs) in signatures.iter().enumerate() {
+                for (j, op) in cs.iter().enumerate() {
+                    let Some(op) = op else { continue };
+                    let ks: Vec<u32> = self.kids[c][j].iter().map(|k| find(parent, *k)).collect();
+                    match by_op.entry((op.as_str(), ks)) {
+                        Entry::Vacant(e) => {
+                            e.insert(c as u32);
+                        }
+                        Entry::Occupied(e) => changed |= union(parent, c as u32, *e.get()),
                     }
-                    Entry::Occupied(e) => changed |= union(parent, c as u32, *e.get()),
                 }
             }
+            if !changed {
+                break;
+            }
         }
-        if !changed {
-            break;
-        }
-    };
-    let mut parent: Vec<u32> = (0..ids.len() as u32).collect();
-    link(&mut parent, false);
-    congruence(&mut parent, &signatures(true));
-    // Numbered densely (states keep one word per value).
+    }
+}
+
+/// The set of each element of the union-find `parent`, numbered densely
+/// (states keep one word per value) in the order of first appearance, and
+/// the number of sets.
+fn numbered_densely(parent: &mut [u32]) -> (Vec<u32>, usize) {
     let mut dense: HashMap<u32, u32> = HashMap::new();
-    let value: Vec<u32> = (0..ids.len() as u32)
+    let value: Vec<u32> = (0..parent.len() as u32)
         .map(|c| {
-            let v = find(&mut parent, c);
+            let v = find(parent, c);
             let n = dense.len() as u32;
             *dense.entry(v).or_insert(n)
         })
         .collect();
+    (value, dense.len())
+}
+
+/// The value classes of the classes `ids` whose options are `options`
+/// (with operands `kids` and kinds `kinds`, as [`super::kinds::node_kind`]
+/// gives them): every e-node counts, whatever the candidate space keeps.
+pub(super) fn value_classes(
+    eg: &EGraph,
+    ids: &[Id],
+    options: &[Vec<SymbolLang>],
+    kids: &[Vec<Vec<u32>>],
+    kinds: &[Vec<Kind<String>>],
+) -> ValueClasses {
+    let classes = Classes {
+        eg,
+        ids,
+        options,
+        kids,
+        kinds,
+    };
+    let mut parent: Vec<u32> = (0..ids.len() as u32).collect();
+    classes.link(&mut parent, false);
+    classes.congruence(&mut parent, &classes.signatures(true));
+    let (value, count) = numbered_densely(&mut parent);
     // For keys, a `par.reduce` is a loop over an axis's tiles: with a
     // full-extent tile it is one iteration, so the partial result it
     // reduces is keyed as the whole value (like a full-extent tile of a
     // partitioned axis). A `par.collect` keeps partial results in memory
     // and stays keyed.
-    link(&mut parent, true);
-    congruence(&mut parent, &signatures(false));
+    classes.link(&mut parent, true);
+    classes.congruence(&mut parent, &classes.signatures(false));
     let keyed = (0..ids.len() as u32)
         .map(|c| find(&mut parent, c))
         .collect();
     ValueClasses {
         value,
-        count: dense.len(),
+        count,
         keyed,
     }
 }
