@@ -21,6 +21,7 @@ import hashlib
 import linecache
 import logging
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -127,7 +128,9 @@ class Stages:
     and write files under `work`; `diags` collects routine warnings."""
 
     def __init__(self, work, nat, diags):
-        self.work, self.nat, self.diags = work, nat, diags
+        # Absolute: a relative work folder named like a flag (`-w`) reached
+        # the binaries as `-w/program.efir`, an unknown flag (issue 30).
+        self.work, self.nat, self.diags = pathlib.Path(os.path.abspath(work)), nat, diags
 
     def opt(self, flags, src, out):
         """`efir-opt SRC FLAGS -o OUT`."""

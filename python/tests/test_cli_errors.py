@@ -326,3 +326,37 @@ def test_hostile_workdir_and_colliding_parameter_names(tmp_path, monkeypatch, na
     with torch.no_grad():
         want, got = m(x), f(x)
     assert float((got - want).norm() / want.norm()) < 1e-3
+
+
+def test_parameter_names_the_ir_cannot_spell_and_a_flag_like_workdir(tmp_path, monkeypatch):
+    """Parameters registered as `a b`, `é` or `a$b` compile (their names are
+    escaped into IR names: the program did not parse, a CompileError), and a
+    relative work folder named `-w` is not taken for a flag by the binaries
+    (found by the adversarial campaign's hostile-names cases; issue 30)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    sys.path.insert(0, str(ROOT / "python"))
+    import efir
+    from efir.importer import ir_name
+
+    assert [ir_name(n) for n in ["x", "l.weight", "a b", "é", "a$b", "a$20b", ""]] == ["x", "l.weight", "a$20b", "$c3$a9", "a$24b", "a$2420b", "$"]
+    monkeypatch.setenv("EFIR_NO_NATIVE", "1")
+    monkeypatch.setenv("EFIR_BIN_DIR", str(pathlib.Path(_tool("efir-opt")).parent))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.chdir(tmp_path)
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            for n in ["a b", "é", "a$b"]:
+                self.register_parameter(n, torch.nn.Parameter(torch.randn(8)))
+
+        def forward(self, x):
+            return x * getattr(self, "a b") + getattr(self, "é") * getattr(self, "a$b")
+
+    m, x = M(), torch.randn(2, 8)
+    f = efir.compile(m, (x,), quiet=True, workdir="-w")
+    assert "%a$20b" in (tmp_path / "-w" / "program.efir").read_text()
+    with torch.no_grad():
+        want, got = m(x), f(x)
+    assert float((got - want).norm() / want.norm()) < 1e-3

@@ -38,6 +38,16 @@ def _scalar_dtype(v):
     return "f32"
 
 
+def ir_name(name):
+    """`name` as a value name of the IR (letters, digits, `_`, `.`, `$`),
+    injectively: every other character, and `$` itself, becomes `$` and the
+    two hex digits of each of its UTF-8 bytes (`a b` -> `a$20b`, `é` ->
+    `$c3$a9`). A parameter registered as `a b` or `é` gave a program the
+    parser rejects (issue 30)."""
+    ok = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
+    return "".join(c if c in ok else "".join(f"${b:02x}" for b in c.encode()) for c in name) or "$"
+
+
 def import_program(ep, name="main"):
     """The `.efir` text of an exported program (one function `@name`)."""
     if not isinstance(ep, torch.export.ExportedProgram):
@@ -49,7 +59,7 @@ def import_program(ep, name="main"):
         if node.op != "placeholder":
             continue
         v = node.meta.get("val")
-        pname = "%" + str(names.get(node.name, node.name))
+        pname = "%" + ir_name(str(names.get(node.name, node.name)))
         if isinstance(v, (bool, int, float, torch.SymBool, torch.SymInt, torch.SymFloat)):
             # A Python scalar input: a rank-0 parameter (torch.export bakes a
             # specialized scalar's value into the graph, which then leaves
