@@ -24,6 +24,7 @@ Two modes:
   which).
 
     python3 bench/gpu/layers.py --search-only --bin target/release --out bench/results/<date>-layers-search-cpu.json
+    python3 bench/gpu/layers.py --smoke --only llama_decode_fp16 --out /tmp/smoke.json   # the GPU mode, on the CPU
     EFIR_BIN_DIR=bench/gpu/bin python3 bench/gpu/layers.py --out bench/results/<date>-h200-layers.json
 
 `--only llama_decode_fp16` (a regular expression over case names) picks
@@ -164,7 +165,15 @@ def search(name, m, xs, bindir, candidates, work):
 
 def median_us(fn):
     """Median time of `fn` in us and how it was timed (CUDA-graph replays,
-    or plain launches where the callable cannot be captured)."""
+    or plain launches where the callable cannot be captured; wall clock on
+    the CPU, `--smoke`)."""
+    if not torch.cuda.is_available():
+        ts = []
+        for _ in range(3):
+            t = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t)
+        return sorted(ts)[1] * 1e6, "cpu-wall"
     from triton.testing import do_bench, do_bench_cudagraph
 
     try:
@@ -217,11 +226,15 @@ def main():
     ap.add_argument("--tune", type=float, default=0, help="efir backend's tuning budget per graph (GPU mode)")
     ap.add_argument("--only", default="", help="regular expression over case names")
     ap.add_argument("--tiny", action="store_true", help="tiny configs (checks the script)")
+    ap.add_argument("--smoke", action="store_true", help="the GPU mode's comparison on the CPU at tiny configs, kernels under TRITON_INTERPRET=1 (checks the script without a GPU)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    device = "cpu" if a.search_only else "cuda"
+    device = "cpu" if a.search_only or a.smoke else "cuda"
+    if a.smoke:
+        os.environ["TRITON_INTERPRET"] = "1"
+        a.tiny = True
     if device == "cuda" and not torch.cuda.is_available():
-        sys.exit("error: no CUDA device (use --search-only for the CPU search)")
+        sys.exit("error: no CUDA device (use --search-only for the CPU search, --smoke to check the script)")
     names = [f"{k}_{p}_{d}" for k in MODELS for p in ("decode", "prefill") for d in DTYPES]
     names = [n for n in names if re.search(a.only, n)]
     rows = []
