@@ -44,28 +44,41 @@ pub use plan::small_dot_extents;
 pub use plan::store_view;
 pub use plan::{base_plan, plan};
 
-/// The extent of a dim: a number, or the tile count of an axis (the leading
-/// dim that `par.collect` adds).
+/// The extent of a dim: a number, the tile count of an axis (the leading
+/// dim that `par.collect` adds), or a free symbolic extent.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Extent {
     /// A static extent.
     N(u64),
     /// The number of tiles of an axis.
     Tiles(String),
+    /// A free symbolic extent (`|@dyn0|`: a `Dim::Axis` whose axis never
+    /// splits a dim). The host reads it from the inputs' shapes and passes
+    /// it to the kernels as a runtime integer `N_<name>` (not a constexpr,
+    /// so one compiled kernel serves every size); a block holding the whole
+    /// dim is `NP_<name>`, its next power of two (a constexpr: one compile
+    /// per power-of-two bucket). See [`symbols`].
+    Sym(String),
 }
 
 impl Extent {
+    /// The extent of dim `d` in the program being planned or emitted: a
+    /// `Dim::Axis` is a free symbolic extent where it names one of the
+    /// program's [`symbols`], else the tile count of an axis.
     fn of(d: &Dim) -> Extent {
         match d {
             Dim::Static(n) => Extent::N(*n),
+            Dim::Axis(a) if is_symbol(a) => Extent::Sym(a.clone()),
             Dim::Axis(a) => Extent::Tiles(a.clone()),
         }
     }
-    /// The extent inside a kernel (constexpr arithmetic).
+    /// The extent inside a kernel (constexpr arithmetic, except for a
+    /// symbolic extent: a runtime integer).
     pub fn kernel(&self) -> String {
         match self {
             Extent::N(n) => n.to_string(),
             Extent::Tiles(a) => format!("NT_{}", py_ident(a)),
+            Extent::Sym(a) => format!("N_{}", py_ident(a)),
         }
     }
     /// The extent on the host.
@@ -73,6 +86,7 @@ impl Extent {
         match self {
             Extent::N(n) => n.to_string(),
             Extent::Tiles(a) => format!("nt_{}", py_ident(a)),
+            Extent::Sym(a) => format!("n_{}", py_ident(a)),
         }
     }
     /// The padded (power of two) block length of an untiled dim, in a kernel.
@@ -80,7 +94,108 @@ impl Extent {
         match self {
             Extent::N(n) => n.next_power_of_two().max(1).to_string(),
             Extent::Tiles(a) => format!("NTP_{}", py_ident(a)),
+            Extent::Sym(a) => format!("NP_{}", py_ident(a)),
         }
+    }
+    /// The number of elements the static estimate and the default blocks
+    /// assume: the extent, or a symbolic extent's representative size
+    /// ([`dim_size`]); `None` for a tile count.
+    pub fn size(&self) -> Option<u64> {
+        match self {
+            Extent::N(n) => Some(*n),
+            Extent::Tiles(_) => None,
+            Extent::Sym(a) => Some(dim_size(a)),
+        }
+    }
+}
+
+/// The representative size of a symbolic extent where none is given
+/// (`efir-translate --dim NAME=N` gives one): the static estimate ranks
+/// candidates and chooses default blocks at this size.
+pub const DEFAULT_DIM_SIZE: u64 = 64;
+
+/// Representative sizes of symbolic extents (process-wide: translation runs
+/// on a thread of its own).
+static DIM_SIZES: std::sync::RwLock<std::collections::BTreeMap<String, u64>> =
+    std::sync::RwLock::new(std::collections::BTreeMap::new());
+
+/// Set the representative sizes of symbolic extents (by name, without `@`)
+/// that the static estimate and the default blocks assume; a symbol not
+/// named here is [`DEFAULT_DIM_SIZE`]. The emitted kernels take the actual
+/// size at run time whatever this is.
+pub fn set_dim_sizes(sizes: impl IntoIterator<Item = (String, u64)>) {
+    let mut m = DIM_SIZES.write().unwrap_or_else(|e| e.into_inner());
+    m.clear();
+    m.extend(sizes.into_iter().map(|(k, v)| (k, v.max(1))));
+}
+
+/// The representative size of symbolic extent `name` (see [`set_dim_sizes`]).
+pub fn dim_size(name: &str) -> u64 {
+    let m = DIM_SIZES.read().unwrap_or_else(|e| e.into_inner());
+    m.get(name).copied().unwrap_or(DEFAULT_DIM_SIZE)
+}
+
+/// Whether [`set_dim_sizes`] gave symbol `name` a size.
+pub fn dim_size_given(name: &str) -> bool {
+    let m = DIM_SIZES.read().unwrap_or_else(|e| e.into_inner());
+    m.contains_key(name)
+}
+
+/// The free symbolic extents of `f`, in order of first appearance: the
+/// names of `Dim::Axis` dims (`|@dyn0|`) that no parallel state of `f`
+/// partitions (a dim `|@m|` of a `par.collect` buffer counts the tiles of
+/// axis `@m`, which partitions a dim).
+pub fn symbols(f: &Func) -> Vec<String> {
+    let mut split = std::collections::HashSet::new();
+    let mut seen = IndexSet::new();
+    for v in &f.values {
+        for l in v.ty.leaves() {
+            for (a, st) in &l.state {
+                if matches!(st, AxisState::Part(_)) {
+                    split.insert(a.clone());
+                }
+            }
+            for d in &l.shape {
+                if let Dim::Axis(a) = d {
+                    seen.insert(a.clone());
+                }
+            }
+        }
+    }
+    seen.into_iter().filter(|a| !split.contains(a)).collect()
+}
+
+thread_local! {
+    /// The symbols of the program being planned or emitted on this thread.
+    static SYMBOLS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn is_symbol(a: &str) -> bool {
+    SYMBOLS.with(|s| s.borrow().iter().any(|x| x == a))
+}
+
+/// The symbols of the program being planned or emitted (set by
+/// [`SymScope`]).
+pub(crate) fn current_symbols() -> Vec<String> {
+    SYMBOLS.with(|s| s.borrow().clone())
+}
+
+/// While alive, [`Extent::of`] reads `|@s|` as the symbolic extent `s` for
+/// the symbols of one program (restored on drop: planning a program
+/// estimates it, and each entry point sets the same scope).
+pub(crate) struct SymScope(Vec<String>);
+
+impl SymScope {
+    pub(crate) fn enter(f: &Func) -> SymScope {
+        let new = symbols(f);
+        SymScope(SYMBOLS.with(|s| std::mem::replace(&mut *s.borrow_mut(), new)))
+    }
+}
+
+impl Drop for SymScope {
+    fn drop(&mut self) {
+        let old = std::mem::take(&mut self.0);
+        SYMBOLS.with(|s| *s.borrow_mut() = old);
     }
 }
 
@@ -240,6 +355,18 @@ pub fn torch_dtype(d: DType) -> &'static str {
 /// A short text description of the plan (for `--stats` and comments).
 pub fn describe(p: &Plan<'_>) -> String {
     let mut s = String::new();
+    for a in symbols(p.func) {
+        let how = if dim_size_given(&a) {
+            "from --dim"
+        } else {
+            "the default; set it with --dim"
+        };
+        let _ = writeln!(
+            s,
+            "symbolic extent @{a}: read from the inputs at run time; estimate and default blocks at {} ({how})",
+            dim_size(&a)
+        );
+    }
     for k in &p.kernels {
         let grid: Vec<String> = k.grid.iter().map(|(a, _)| format!("@{a}")).collect();
         let _ = writeln!(

@@ -22,6 +22,7 @@ fn stateless(t: &Type) -> bool {
 
 /// Cut `f` into kernels.
 pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
+    let _syms = crate::SymScope::enter(f);
     let mut base = match plan_with(module, f, false) {
         Ok(b) => b,
         // A schedule recorded from the fused variant names its axes (the
@@ -54,6 +55,7 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
 /// read at another shape is a buffer of its own. Compaction's `kernels`
 /// attribute counts this plan's kernels; [`plan`] has at most as many.
 pub fn base_plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
+    let _syms = crate::SymScope::enter(f);
     plan_with(module, f, false)
 }
 
@@ -103,12 +105,39 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
             }
         }
     }
-    // A dim counting the tiles of an axis needs that axis's extent.
+    // A dim counting the tiles of an axis needs that axis's extent; a free
+    // symbolic extent is read from the inputs' shapes at run time, so a
+    // parameter must have it.
+    let syms = crate::current_symbols();
+    for a in &syms {
+        let in_param = f.params.iter().any(|v| {
+            f.ty(*v)
+                .leaves()
+                .iter()
+                .any(|l| l.shape.iter().any(|d| matches!(d, Dim::Axis(x) if x == a)))
+        });
+        if !in_param {
+            let v = f
+                .values
+                .iter()
+                .find(|v| {
+                    v.ty.leaves()
+                        .iter()
+                        .any(|l| l.shape.iter().any(|d| matches!(d, Dim::Axis(x) if x == a)))
+                })
+                .map_or(String::new(), |v| {
+                    format!("`%{}` has the symbolic extent |@{a}|, but ", v.name)
+                });
+            return Err(format!(
+                "{v}no parameter has a dim |@{a}|, so its size cannot be read from the inputs at run time"
+            ));
+        }
+    }
     for v in &f.values {
         for l in v.ty.leaves() {
             for d in &l.shape {
                 if let Dim::Axis(a) = d {
-                    if !axes.contains_key(a) {
+                    if !axes.contains_key(a) && !syms.contains(a) {
                         return Err(format!(
                             "`%{}` has a dim of |@{a}| tiles, but @{a} never splits a dim, so its tile count is unknown",
                             v.name
@@ -131,10 +160,8 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
     // on the order of its values.
     axes.sort_keys();
     for (a, info) in axes.iter_mut() {
-        let ext = match &info.extent {
-            Extent::N(n) => *n,
-            Extent::Tiles(_) => 64,
-        };
+        // (A symbolic extent: its representative size.)
+        let ext = info.extent.size().unwrap_or(64);
         let top = ext.next_power_of_two().max(1);
         let lo = if roles[a] { 16 } else { 1 };
         let mut d = Vec::new();

@@ -49,6 +49,12 @@ struct Cli {
     /// Print a kernel summary per program on stderr.
     #[arg(long)]
     print_plan: bool,
+    /// The representative size of a symbolic extent (`--dim dyn0=16`,
+    /// repeatable, or `--dim a=8,b=64`): the static estimate ranks
+    /// candidates and chooses default blocks at it (default 64). The
+    /// kernels read the actual size from the inputs at run time.
+    #[arg(long = "dim", value_name = "NAME=N,...")]
+    dims: Vec<String>,
     /// Color diagnostics: auto, always or never.
     #[arg(long, default_value = "auto", value_parser = ["auto", "always", "never"])]
     color: String,
@@ -96,6 +102,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     if !cli.to_triton {
         return Err("nothing to do: pass a target (--to-triton)".into());
     }
+    efir_triton::set_dim_sizes(parse_dims(&cli.dims)?);
     let (name, src) = efir_driver::read_source(&cli.input)?;
     let color = efir_driver::stderr_color(&cli.color);
     let registry = efir_registry::registry();
@@ -161,4 +168,38 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `--dim n=8,s=64` (repeatable) as representative sizes of symbolic
+/// extents (as `efir-run --dim` reads them).
+fn parse_dims(specs: &[String]) -> Result<Vec<(String, u64)>, String> {
+    let mut dims: Vec<(String, u64)> = Vec::new();
+    for p in specs
+        .iter()
+        .flat_map(|s| s.split(','))
+        .filter(|p| !p.trim().is_empty())
+    {
+        let (k, v) = p
+            .split_once('=')
+            .ok_or_else(|| format!("--dim `{p}` is not NAME=N"))?;
+        let k = k
+            .trim()
+            .trim_start_matches('@')
+            .trim_matches('|')
+            .trim_start_matches('@');
+        let n: u64 = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("--dim `{p}`: `{}` is not a positive integer", v.trim()))?;
+        match dims.iter().find(|(x, _)| x == k) {
+            Some((_, old)) if *old != n => {
+                return Err(format!("--dim {k} is given twice ({old} and {n})"))
+            }
+            Some(_) => {}
+            None => dims.push((k.to_string(), n)),
+        }
+    }
+    Ok(dims)
 }

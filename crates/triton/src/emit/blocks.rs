@@ -79,7 +79,9 @@ impl KernelEmitter<'_, '_> {
         let Some(info) = self.p.axes.get(a) else {
             return Even::No;
         };
-        if info.extent != *ext {
+        // (A symbolic extent is always masked: an `EVEN_` flag would be a
+        // constexpr that recompiles the kernel with the size.)
+        if info.extent != *ext || matches!(ext, Extent::Sym(_)) {
             return Even::No;
         }
         match ext {
@@ -221,12 +223,14 @@ impl KernelEmitter<'_, '_> {
         let off = lead.is_some() as usize;
         // Offsets into a buffer of 2^31 elements or more are 64-bit.
         // (A collected dim has at most as many tiles as its axis's extent.)
+        // (A symbolic extent has no bound: 64-bit.)
         let elems = exts.iter().try_fold(1u128, |n, e| match e {
             Extent::N(x) => Some(n * *x as u128),
             Extent::Tiles(a) => match self.p.axes.get(a).map(|i| &i.extent) {
                 Some(Extent::N(x)) => Some(n * *x as u128),
                 _ => None,
             },
+            Extent::Sym(_) => None,
         });
         let wide = elems.is_none_or(|n| n >= 1 << 31);
         let idx64 = |x: String| {

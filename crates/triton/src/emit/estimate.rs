@@ -72,15 +72,22 @@ fn own_blocks(
     let sub = k.sub_loop.as_ref().and_then(|a| {
         let i = p.axes.get(a)?;
         let b = blocks.shift_remove(a).unwrap_or(i.default).min(i.default);
-        Some(match i.extent {
-            Extent::N(e) => b.min(e.max(1)),
-            Extent::Tiles(_) => b,
+        Some(match i.extent.size() {
+            Some(e) => b.min(e.max(1)),
+            None => b,
         } as f64)
     });
     (blocks, sub)
 }
 
 pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
+    // The representative size of a symbolic extent, by its Python name.
+    let syms = crate::symbols(p.func);
+    let sym_size = |id: &str| -> u64 {
+        syms.iter()
+            .find(|a| py_ident(a) == id)
+            .map_or(1, |a| crate::dim_size(a))
+    };
     let none = IndexMap::new();
     // A kernel's block of an axis: its own (`kernel_blocks`) or the plan's.
     let raw_block = |ov: &IndexMap<String, u64>, a: &str| -> f64 {
@@ -98,9 +105,9 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                 let b = ov.get(n).copied().unwrap_or(i.default);
                 // Rows of a block past its dim's extent are masked: not
                 // loaded, stored or multiplied.
-                match i.extent {
-                    Extent::N(e) => b.min(e.max(1)) as f64,
-                    Extent::Tiles(_) => b as f64,
+                match i.extent.size() {
+                    Some(e) => b.min(e.max(1)) as f64,
+                    None => b as f64,
                 }
             })
             .unwrap_or(1.0)
@@ -111,9 +118,9 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         match p.axes.iter().find(|(n, _)| py_ident(n) == id) {
             Some((n, i)) => {
                 let b = stat.get(n).or(ov.get(n)).copied().unwrap_or(i.default);
-                match i.extent {
-                    Extent::N(e) => b.min(e.max(1)) as f64,
-                    Extent::Tiles(_) => b as f64,
+                match i.extent.size() {
+                    Some(e) => b.min(e.max(1)) as f64,
+                    None => b as f64,
                 }
             }
             None => 1.0,
@@ -123,12 +130,12 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         let Some(i) = p.axes.get(a) else { return 1.0 };
         let own = ov.get(a).copied().unwrap_or(i.default);
         let ext = match &i.extent {
-            Extent::N(n) => *n as f64,
+            Extent::N(_) | Extent::Sym(_) => i.extent.size().unwrap_or(1) as f64,
             Extent::Tiles(b) => {
                 let bi = &p.axes[b];
-                let e = match bi.extent {
-                    Extent::N(n) => n as f64,
-                    Extent::Tiles(_) => 1.0,
+                let e = match bi.extent.size() {
+                    Some(n) => n as f64,
+                    None => 1.0,
                 };
                 (e / bi.default as f64).ceil()
             }
@@ -148,6 +155,11 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                 .map(|n| tiles_in(ov, n))
                 .unwrap_or(1.0);
             (t as u64).next_power_of_two() as f64
+        } else if let Some(a) = s.strip_prefix("NP_") {
+            // A whole symbolic dim: its representative size's power of two.
+            sym_size(a).next_power_of_two() as f64
+        } else if let Some(a) = s.strip_prefix("N_") {
+            sym_size(a) as f64
         } else {
             1.0
         }
@@ -186,8 +198,8 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                         1.0
                     } else if let Some(b) = a.strip_suffix("/stat") {
                         // A statistics loop on blocks of its own.
-                        let e = match p.axes.get(b).map(|i| &i.extent) {
-                            Some(Extent::N(n)) => *n as f64,
+                        let e = match p.axes.get(b).and_then(|i| i.extent.size()) {
+                            Some(n) => n as f64,
                             _ => 1.0,
                         };
                         (e / size(&format!("RB_{}", py_ident(b)))).ceil()
@@ -270,6 +282,7 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
 
 /// The static estimate of a plan (see [`Estimate`]).
 pub fn estimate(p: &Plan<'_>) -> Result<Estimate, String> {
+    let _syms = crate::SymScope::enter(p.func);
     let ks = p
         .kernels
         .iter()
@@ -385,7 +398,7 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
             };
             // Over a long dim, never below 16 (the smallest block
             // `fill_sms` leaves), unless the plan's default already is.
-            let long = matches!(p.axes[a].extent, Extent::N(e) if e > 128);
+            let long = p.axes[a].extent.size().is_some_and(|e| e > 128);
             let floor = if long {
                 current.unwrap_or(shared).min(16)
             } else {

@@ -7,6 +7,8 @@ use super::*;
 /// The Python module for a plan: kernels, configuration, host function.
 pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String, String> {
     let f = p.func;
+    let _syms = crate::SymScope::enter(f);
+    let syms = crate::symbols(f);
     let mut ks = Vec::new();
     for k in &p.kernels {
         ks.push(emit_kernel_in_context(p, k)?);
@@ -139,7 +141,16 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
     let _ = writeln!(out, "INPUTS = [");
     for v in &f.params {
         let t = f.ty(*v).as_tensor().ok_or("a tuple parameter")?;
-        let dims: Vec<String> = t.shape.iter().map(|d| Extent::of(d).host()).collect();
+        // (A symbolic extent is its name, a string: any size, the same
+        // wherever the name is.)
+        let dims: Vec<String> = t
+            .shape
+            .iter()
+            .map(|d| match Extent::of(d) {
+                Extent::Sym(a) => format!("\"{}\"", crate::doc_escape(&a)),
+                e => e.host(),
+            })
+            .collect();
         let _ = writeln!(
             out,
             "    (\"{}\", ({}{}), {}),",
@@ -155,6 +166,10 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
         let _ = writeln!(out, "\n{}", k.text);
     }
     let _ = writeln!(out);
+    if !syms.is_empty() {
+        out.push_str(SIZES_HELPER);
+        let _ = writeln!(out);
+    }
     let _ = writeln!(out, "def run(*inputs, config=None):");
     let _ = writeln!(
         out,
@@ -171,15 +186,26 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
         f.name,
         params.len()
     );
-    let _ = writeln!(
-        out,
-        "    for (name, shape, dtype), t in zip(INPUTS, inputs):"
-    );
-    let _ = writeln!(
-        out,
-        "        if tuple(t.shape) != shape or t.dtype != dtype:"
-    );
-    let _ = writeln!(out, "            raise ValueError(f\"input %{{name}}: expected {{shape}} {{dtype}}, got {{tuple(t.shape)}} {{t.dtype}}\")");
+    if syms.is_empty() {
+        let _ = writeln!(
+            out,
+            "    for (name, shape, dtype), t in zip(INPUTS, inputs):"
+        );
+        let _ = writeln!(
+            out,
+            "        if tuple(t.shape) != shape or t.dtype != dtype:"
+        );
+        let _ = writeln!(out, "            raise ValueError(f\"input %{{name}}: expected {{shape}} {{dtype}}, got {{tuple(t.shape)}} {{t.dtype}}\")");
+    } else {
+        // Symbolic extents: each is the first input dim that has it, and
+        // every input dim that has it must agree.
+        let _ = writeln!(out, "    sizes = _sizes(inputs)");
+        for a in &syms {
+            let id = py_ident(a);
+            let _ = writeln!(out, "    n_{id} = sizes[\"{}\"]", crate::doc_escape(a));
+            let _ = writeln!(out, "    np_{id} = triton.next_power_of_2(n_{id})");
+        }
+    }
     // A program without inputs (only constants) allocates on the GPU where
     // there is one (issue 30: `inputs[0]` raised IndexError).
     if f.params.is_empty() {
@@ -327,3 +353,28 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
     }
     Ok(out)
 }
+
+/// The host helper of a program with symbolic extents: checks the inputs
+/// against `INPUTS` (a string dim is a symbolic extent) and returns the
+/// size of each symbol, read from the first input dim that has it.
+const SIZES_HELPER: &str = r#"
+def _sizes(inputs):
+    """The size of each symbolic extent (the first input dim that has it);
+    every input dim of one symbol must agree, and sizes are at least 1."""
+    sizes = {}
+    for (name, shape, dtype), t in zip(INPUTS, inputs):
+        got = tuple(t.shape)
+        if len(got) != len(shape) or t.dtype != dtype or any(
+            not isinstance(s, str) and s != n for s, n in zip(shape, got)
+        ):
+            raise ValueError(f"input %{name}: expected {shape} {dtype} (a string is a symbolic extent), got {got} {t.dtype}")
+        for j, (s, n) in enumerate(zip(shape, got)):
+            if not isinstance(s, str):
+                continue
+            if n < 1:
+                raise ValueError(f"input %{name}: dim {j} (symbolic extent @{s}) is {n}; sizes of at least 1 are supported")
+            if sizes.setdefault(s, n) != n:
+                raise ValueError(f"input %{name}: dim {j} (symbolic extent @{s}) is {n}, but an earlier input has @{s} = {sizes[s]}")
+    return sizes
+
+"#;

@@ -179,12 +179,35 @@ fn emit_kernel_with(
         .collect();
     let mut params: Vec<String> = buffers.iter().map(|(v, i)| buf_param(f, *v, *i)).collect();
     let mut consts = Vec::new();
-    for a in p.axes.keys() {
+    for (a, info) in &p.axes {
         let id = py_ident(a);
+        // The tile counts of an axis over a symbolic extent vary with the
+        // size: runtime integers, so that they do not recompile the kernel.
+        let sym = matches!(info.extent, Extent::Sym(_));
         for c in ["BLOCK", "NT", "NTP", "EVEN", "SUB", "RB", "RNT"] {
             let name = format!("{c}_{id}");
             if words.contains(name.as_str()) {
-                params.push(format!("{name}: tl.constexpr"));
+                if sym && (c == "NT" || c == "RNT") {
+                    params.push(name.clone());
+                } else {
+                    params.push(format!("{name}: tl.constexpr"));
+                }
+                consts.push(format!("{name}={}_{id}", c.to_lowercase()));
+            }
+        }
+    }
+    // A symbolic extent: its size (a runtime integer) and, where a block
+    // holds the whole dim, that block's length (its next power of two, a
+    // constexpr).
+    for a in crate::current_symbols() {
+        let id = py_ident(&a);
+        for (c, constexpr) in [("N", false), ("NP", true)] {
+            let name = format!("{c}_{id}");
+            if words.contains(name.as_str()) {
+                params.push(match constexpr {
+                    true => format!("{name}: tl.constexpr"),
+                    false => name.clone(),
+                });
                 consts.push(format!("{name}={}_{id}", c.to_lowercase()));
             }
         }
@@ -259,6 +282,7 @@ fn emit_kernel_with(
 }
 
 pub(super) fn emit_kernel_in_context(p: &Plan<'_>, k: &Kernel) -> Result<EmittedKernel, String> {
+    let _syms = crate::SymScope::enter(p.func);
     emit_kernel(p, k).map_err(|e| {
         format!(
             "kernel {} (writing `%{}`): {e}",

@@ -127,10 +127,23 @@ pub(super) fn auto_grid(
         })
         .collect();
     for (d, dim) in t.shape.iter().enumerate() {
-        let Dim::Static(e) = dim else { continue };
+        // A free symbolic extent is tiled like a static one at its
+        // representative size (the blocks are constexprs, the extent a
+        // runtime integer), except a row that a fused statistic needs
+        // whole: that stays untiled, one block of its next power of two.
+        let (e, extent) = match dim {
+            Dim::Static(e) => (e, Extent::N(*e)),
+            Dim::Axis(a) => match Extent::of(dim) {
+                Extent::Sym(_) if whole && d + 1 == r => continue,
+                Extent::Sym(_) => (&crate::dim_size(a), Extent::Sym(a.clone())),
+                _ => continue,
+            },
+        };
+        // (The small dims of matmuls are static ones.)
+        let small_e = matches!(extent, Extent::N(_)) && small.contains(e);
         // (Only for a matrix: a tiled unit dim of a higher-rank value
         // would stop its reshapes, which drop unit dims.)
-        let gemv_row = *e == 1 && small.contains(e) && r == 2;
+        let gemv_row = *e == 1 && small_e && r == 2;
         if (*e <= 1 && !gemv_row) || tiled.contains(&d) {
             continue;
         }
@@ -147,7 +160,7 @@ pub(super) fn auto_grid(
             // default: splitting it would recompute what it is reduced from.
             // A matmul's dim under 16 is one block of 16 (see
             // [`small_dot_extents`]).
-            if small.contains(e) {
+            if small_e {
                 dm.push(16);
                 (dm, if *e == 1 { 1 } else { 16 })
             } else if whole && d + 1 == r && top > 128 && top <= WHOLE_ROW {
@@ -170,7 +183,7 @@ pub(super) fn auto_grid(
             name.clone(),
             AxisInfo {
                 name: name.clone(),
-                extent: Extent::N(*e),
+                extent,
                 domain,
                 default,
             },
@@ -192,11 +205,11 @@ pub(super) fn fill_sms(k: &Kernel, axes: &mut IndexMap<String, AxisInfo>) {
     let tiles = |axes: &IndexMap<String, AxisInfo>, a: &str| -> u64 {
         let Some(i) = axes.get(a) else { return 1 };
         let ext = match &i.extent {
-            Extent::N(n) => *n,
+            Extent::N(_) | Extent::Sym(_) => i.extent.size().unwrap_or(1),
             Extent::Tiles(b) => match axes.get(b) {
-                Some(bi) => match bi.extent {
-                    Extent::N(n) => n.div_ceil(bi.default.max(1)),
-                    Extent::Tiles(_) => 1,
+                Some(bi) => match bi.extent.size() {
+                    Some(n) => n.div_ceil(bi.default.max(1)),
+                    None => 1,
                 },
                 None => 1,
             },
@@ -221,7 +234,7 @@ pub(super) fn fill_sms(k: &Kernel, axes: &mut IndexMap<String, AxisInfo>) {
             .filter(|(a, _)| a.starts_with(&own))
             .filter_map(|(a, _)| {
                 let i = axes.get(a)?;
-                let big = matches!(i.extent, Extent::N(e) if e > 128);
+                let big = i.extent.size().is_some_and(|e| e > 128);
                 (big && i.default > 16 && i.domain.contains(&(i.default / 2)))
                     .then_some((i.default, a.clone()))
             })
