@@ -186,7 +186,12 @@ def check_python_ok(case, res, d, ctx):
     if "RESULT wrong" in text:
         return "wrong", text.split("RESULT wrong", 1)[1].strip().splitlines()[0][:160]
     if "RESULT clean" in text:
-        return "clean", text.split("RESULT clean", 1)[1].strip().splitlines()[0][:160]
+        why = text.split("RESULT clean", 1)[1].strip().splitlines()[0][:160]
+        # A case meant to compile that fails, cleanly or not, is a wrong
+        # answer (a relative work folder `-w` counted as clean).
+        if case.expect == "ok":
+            return "wrong", f"rejected: {why}"
+        return "clean", why
     if "RESULT setup" in text:
         return "campaign-error", text.split("RESULT setup", 1)[1].strip().splitlines()[0][:160]
     if "RESULT injection" in text:
