@@ -393,6 +393,26 @@ struct Labels {
     forced: u32,
 }
 
+/// Labels numbered in the order they are first seen.
+#[derive(Default)]
+struct LabelNumbers(HashMap<String, u32>);
+
+impl LabelNumbers {
+    fn id(&mut self, label: String) -> u32 {
+        let n = self.0.len() as u32;
+        *self.0.entry(label).or_insert(n)
+    }
+
+    /// The text of each label, by number.
+    fn names(self) -> Vec<String> {
+        let mut names = vec![String::new(); self.0.len()];
+        for (l, i) in self.0 {
+            names[i as usize] = l;
+        }
+        names
+    }
+}
+
 /// Number the labels of the options (`kinds`, with their text): the
 /// labels of pointwise ops and other ops name their value class up to
 /// loops (`keyed_value`); a `par.reduce` is a loop, organized like the ops
@@ -405,17 +425,14 @@ fn label_options(
     kinds: &[Vec<Kind<String>>],
     keyed_value: &[u32],
 ) -> Labels {
-    let reduce_loop = |c: usize, j: usize| options[c][j].op.as_str() == "par.reduce";
-    let mut labels: HashMap<String, u32> = HashMap::new();
-    let mut label_id = |label: String| {
-        let n = labels.len() as u32;
-        *labels.entry(label).or_insert(n)
-    };
-    let label: Vec<Vec<u32>> = (0..ids.len())
-        .map(|c| {
-            (0..options[c].len())
-                .map(|j| {
-                    label_id(match &kinds[c][j] {
+    let mut labels = LabelNumbers::default();
+    let label: Vec<Vec<u32>> = kinds
+        .iter()
+        .enumerate()
+        .map(|(c, ks)| {
+            ks.iter()
+                .map(|k| {
+                    labels.id(match k {
                         Kind::Pointwise(t) | Kind::Op(t) => format!("k{}|{t}", keyed_value[c]),
                         Kind::Materialize(t) => t.clone(),
                         Kind::View | Kind::Loop(_) => String::new(),
@@ -424,7 +441,32 @@ fn label_options(
                 .collect()
         })
         .collect();
-    let stores: Vec<Vec<Option<u32>>> = (0..ids.len())
+    let stores = store_labels(eg, ids, options, kinds, &mut labels);
+    let root_store: Vec<u32> = ids
+        .iter()
+        .map(|id| labels.id(format!("materialize|{}", stateless_type(eg[*id].data.ty()))))
+        .collect();
+    let forced = labels.id("forced-store".into());
+    Labels {
+        kind: labelled_kinds(options, kids, kinds, &label),
+        stores,
+        root_store,
+        names: labels.names(),
+        forced,
+    }
+}
+
+/// For each option that kernels write to memory (a matmul, a reduction or
+/// a reducing combine whose result has no parallel state), the label of a
+/// materialization of its type (see [`Enumerator::stores`]).
+fn store_labels(
+    eg: &EGraph,
+    ids: &[Id],
+    options: &[Vec<SymbolLang>],
+    kinds: &[Vec<Kind<String>>],
+    labels: &mut LabelNumbers,
+) -> Vec<Vec<Option<u32>>> {
+    (0..ids.len())
         .map(|c| {
             let ty = eg[ids[c]].data.ty();
             (0..options[c].len())
@@ -436,21 +478,24 @@ fn label_options(
                     ) || (op == "par.combine"
                         && matches!(kinds[c][j], Kind::Op(_)));
                     (structural && stateless(ty))
-                        .then(|| label_id(format!("materialize|{}", stateless_type(ty))))
+                        .then(|| labels.id(format!("materialize|{}", stateless_type(ty))))
                 })
                 .collect()
         })
-        .collect();
-    let root_store: Vec<u32> = ids
-        .iter()
-        .map(|id| label_id(format!("materialize|{}", stateless_type(eg[*id].data.ty()))))
-        .collect();
-    let forced = label_id("forced-store".into());
-    let mut names = vec![String::new(); labels.len()];
-    for (l, i) in labels {
-        names[i as usize] = l;
-    }
-    let kind = kinds
+        .collect()
+}
+
+/// The options' kinds with their numbered labels (`label`): a
+/// `par.reduce` is a loop, organized like the ops that make its operand
+/// where those (other than loops) share one label.
+fn labelled_kinds(
+    options: &[Vec<SymbolLang>],
+    kids: &[Vec<Vec<u32>>],
+    kinds: &[Vec<Kind<String>>],
+    label: &[Vec<u32>],
+) -> Vec<Vec<Kind>> {
+    let reduce_loop = |c: usize, j: usize| options[c][j].op.as_str() == "par.reduce";
+    kinds
         .iter()
         .enumerate()
         .map(|(c, ks)| {
@@ -478,14 +523,7 @@ fn label_options(
                 })
                 .collect()
         })
-        .collect();
-    Labels {
-        kind,
-        stores,
-        root_store,
-        names,
-        forced,
-    }
+        .collect()
 }
 
 /// Whether ops of two labels can produce each value class (`value` gives
