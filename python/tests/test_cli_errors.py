@@ -360,3 +360,36 @@ def test_parameter_names_the_ir_cannot_spell_and_a_flag_like_workdir(tmp_path, m
     with torch.no_grad():
         want, got = m(x), f(x)
     assert float((got - want).norm() / want.norm()) < 1e-3
+
+
+def test_an_f16_overflowing_reformulation_is_rejected_by_compile(tmp_path, monkeypatch):
+    """alg.sum-of-scaled moves a per-row scale out of a sum: sum(s * X) =
+    s * sum(X). With X near 30000 the unscaled sum overflows f16 (inf) where
+    PyTorch's is 480, and that candidate has the best static estimate
+    (`efir-translate --top 1` emits it). `efir.compile` checks the choice
+    against PyTorch, rejects it and takes the next (docs/hardening.md 4.2;
+    lit Hardening/f16-overflow-candidates.efir is the same with --compare)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    sys.path.insert(0, str(ROOT / "python"))
+    import efir
+
+    monkeypatch.setenv("EFIR_NO_NATIVE", "1")
+    monkeypatch.setenv("EFIR_BIN_DIR", str(pathlib.Path(_tool("efir-opt")).parent))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("s", torch.full((4, 1), 0.001, dtype=torch.float16))
+
+        def forward(self, x):
+            return (self.s * (x + 30000.0)).sum(-1)
+
+    torch.manual_seed(0)
+    m, x = M(), torch.randn(4, 16, dtype=torch.float16)
+    f = efir.compile(m, (x,), quiet=True, workdir=tmp_path, candidates=8)
+    rejected = f.stats["rejected"]
+    assert len(rejected) == 1 and "non-finite values" in rejected[0][1], rejected
+    got, want = f(x), m(x)
+    assert torch.isfinite(got).all() and float((got.float() - want.float()).norm() / want.float().norm()) < 1e-3
