@@ -21,11 +21,22 @@ What is symbolic and what is not, today:
   where a compile for one size tiles it (`@m8`), the family's kernels at
   that size are a different, valid plan (bench/gpu/family.py measures the
   difference).
-- The kernels are not symbolic yet: `efir-translate` cannot lower a free
-  symbolic extent (E0801, "@dyn0 never splits a dim"). So at each new size
-  the candidates get the size in place of the symbol and are translated
-  (milliseconds in-process) and ranked by the static estimate at that size;
-  Triton compiles the kernels on their first launch, as for any shape.
+- The kernels are symbolic where the translator accepts the candidates:
+  `efir-translate` lowers a free symbolic extent to a size read from the
+  inputs' shapes at run time and passed to the kernels as a runtime
+  integer, with masks along it (docs/efir-translate.md, "Symbolic
+  extents"). Then the candidates are translated once, at build, and ranked
+  by the static estimate at the representative size (64; not the example
+  size: the in-process translator takes no `--dim`), and one loaded module
+  per candidate serves every size: no translation at a new size, and
+  Triton compiles a kernel once for all sizes (once per power-of-two bucket
+  where a kernel holds a symbolic dim whole in one block; its own
+  divisibility-by-16 specialization aside). Where the translator refuses
+  the symbolic candidates (E0801: a view or concatenation along a
+  symbolic extent, an older native module), at each new size the
+  candidates get the size in place of the symbol and are translated
+  (milliseconds in-process) and ranked by the static estimate at that
+  size (`symbolic_kernels` False, the reason in `stats["per_size_why"]`).
   Schedule tuning is not done for a family (the estimate chooses).
 - At each new size the best few candidates by estimate are checked, in
   that order, against eager PyTorch on the first call's inputs at that size
@@ -113,9 +124,10 @@ class Family:
 
     `make(sizes)` returns `(module, example tensors)` at those sizes (one
     per symbol). Building imports at `sizes` and at `sizes + offsets`,
-    symbolizes, and saturates and compacts once; each new size is
-    translated and loaded on first use (`module`) and kept (the
-    `max_sizes` most recent)."""
+    symbolizes, saturates and compacts once, and translates the symbolic
+    candidates once where the translator accepts them (`symbolic_kernels`);
+    else each new size is translated and loaded on first use (`module`).
+    Each size's choice is kept (the `max_sizes` most recent)."""
 
     def __init__(self, make, sizes, candidates, quiet, max_sizes=64):
         self.sizes0 = tuple(int(s) for s in sizes)
@@ -145,9 +157,32 @@ class Family:
             flags = ["--saturate", f"--compact=max-candidates={candidates}"]
             timed("saturate + compact (symbolic sizes)", quiet, stages, lambda: tools.opt(flags, "family.efir", "cands.efir"))
             self.candidates = (work / "cands.efir").read_text()
+            self.symbolic = timed("translate (symbolic sizes)", quiet, stages, lambda: self._translate_symbolic(tools))
         finally:
             shutil.rmtree(work, ignore_errors=True)
+        self.symbolic_kernels = self.symbolic is not None
+        self._loaded = {}
         self.args = Args(self.ep)
+
+    def _translate_symbolic(self, tools):
+        """The best CHECK_TRIES symbolic candidates ((name, source) pairs,
+        best static estimate first), translated once for every size; None
+        where the translator refuses them (the reason logged and kept in
+        `stats["per_size_why"]`)."""
+        try:
+            programs, _ = tools.translate("cands.efir", top=CHECK_TRIES)
+        except CompileError as e:
+            programs, why = None, str(e).splitlines()[0]
+        else:
+            why = None if programs else "no candidate was translated"
+        if why is not None or not programs:
+            self.stats["per_size_why"] = why
+            log.info("efir: the family's kernels are translated per size: %s", why)
+            return None
+        self.translations = 1
+        self.stats["translations"] = 1
+        log.info("efir: the family's kernels are symbolic: %d candidate(s) translated once for every size", len(programs))
+        return programs
 
     def module(self, sizes, verify=None):
         """`(module, source, program)`: the loaded kernels for `sizes`,
@@ -159,6 +194,16 @@ class Family:
         if got is not None:
             self.kernels.move_to_end(sizes)
             return got
+        if self.symbolic is not None:
+            # The symbolic kernels: only the check at this size.
+            def loaded(name, source):
+                if name not in self._loaded:
+                    self._loaded[name] = load(f"family-{name}.py", source)
+                return self._loaded[name]
+
+            programs = self.symbolic if verify is not None else self.symbolic[:1]
+            choice = choose(programs, loaded, verify, what=f"family at sizes {sizes}: ")
+            return self._keep(sizes, choice)
         work = _tmp()
         try:
             tools = Stages(work, self._nat, self.stats["diagnostics"])
@@ -169,12 +214,16 @@ class Family:
         finally:
             shutil.rmtree(work, ignore_errors=True)
         choice = choose(programs, lambda name, source: load(work / f"{name}.py", source), verify, what=f"family at sizes {sizes}: ")
-        if choice.rejected:
-            self.stats["rejected"][sizes] = choice.rejected
         self.translations += 1
         self.stats["translations"] = self.translations
-        self.stats["sizes"].append(sizes)
         log.info("efir: family translated for sizes %s in %.3f s (@%s)", sizes, dt, choice.program)
+        return self._keep(sizes, choice)
+
+    def _keep(self, sizes, choice):
+        """Keep `choice` for `sizes` (the `max_sizes` most recent)."""
+        if choice.rejected:
+            self.stats["rejected"][sizes] = choice.rejected
+        self.stats["sizes"].append(sizes)
         self.kernels[sizes] = (choice.module, choice.source, choice.program)
         while len(self.kernels) > self.max_sizes:
             self.kernels.popitem(last=False)
@@ -228,8 +277,12 @@ def report(fam):
     lines = [
         f"a family of sizes: {len(fam.sizes0)} symbolic dim(s), compiled once (example sizes {fam.sizes0})",
         "stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in fam.stats["stages"].items()),
-        f"sizes translated: {fam.translations} ({', '.join(str(s) for s in fam.stats['sizes'][-8:])})",
     ]
+    seen = ", ".join(str(s) for s in fam.stats["sizes"][-8:])
+    if fam.symbolic_kernels:
+        lines.append(f"kernels: symbolic, translated once ({len(fam.symbolic)} candidate(s)); sizes run: {len(fam.stats['sizes'])} ({seen})")
+    else:
+        lines.append(f"kernels per size ({fam.stats.get('per_size_why')}); sizes translated: {fam.translations} ({seen})")
     for sizes, (mod, source, program) in list(fam.kernels.items())[-4:]:
         e = estimate(source)
         lines.append(f"  {sizes}: @{program}, {e.get('kernels')} kernel(s), estimate {e.get('time_us', float('nan')):.3f} us")

@@ -92,13 +92,17 @@ def test_compile_dynamic_batch_compiles_once(saturations):
     torch.manual_seed(0)
     m = Mlp().eval()
     f = efir.compile(m, (torch.randn(4, 16),), candidates=2, quiet=True, dynamic={"batch": (0, 0)})
+    modules = []
     for b in (1, 3, 8, 17, 3):
         x = torch.randn(b, 16)
         assert torch.allclose(f(x), m(x), atol=1e-5), b
+        modules.append(f.module)
     assert saturations == ["family.efir"]
-    assert f.family.translations == 4  # batch 3 seen again: not translated again
+    # symbolic kernels: translated once, one loaded module for every batch
+    assert f.family.symbolic_kernels and f.family.translations == 1
+    assert all(mod is modules[0] for mod in modules) and '"dyn0"' in f.source
     assert "|@dyn0|x16xf32" in f.family.program
-    assert "sizes translated: 4" in f.report()
+    assert "kernels: symbolic, translated once" in f.report() and "sizes run: 4" in f.report()  # batch 3 seen again: not checked again
     with pytest.raises(ValueError, match="expected"):
         f(torch.randn(3, 8))  # a static dim that changed
 
@@ -149,7 +153,7 @@ def test_keepdim_reshapes_of_the_batch_make_a_family(name, saturations):
         xs = inputs(b)
         assert torch.allclose(f(*xs), m(*xs), atol=1e-5), (name, b)
     assert saturations == ["family.efir"], saturations
-    assert f.family.translations == 4
+    assert f.family.symbolic_kernels and f.family.translations == 1
 
 
 def test_torch_compile_dynamic_batch_and_sequence(saturations, caplog):
@@ -204,3 +208,28 @@ def test_a_size_the_family_cannot_translate_is_compiled_per_shape(saturations, m
             assert torch.allclose(cm(x), m(x), atol=1e-5), b
     assert not [x for x in w if "efir" in str(x.message)], [str(x.message) for x in w]
     assert saturations == ["family.efir", "program.efir", "program.efir"], saturations
+
+
+def test_candidates_the_translator_refuses_symbolically_are_translated_per_size(saturations, monkeypatch):
+    """The fallback: where efir-translate refuses the symbolic candidates,
+    each new size gets them with the size in place of the symbol."""
+    real = C._Stages.translate
+    seen = []
+
+    def translate(self, src, top=1):
+        text = (self.work / src).read_text()
+        seen.append("|@dyn0|" in text)
+        if "|@dyn0|" in text:
+            raise C.CompileError("efir-translate failed: error[E0801]: (refused with a symbolic extent)")
+        return real(self, src, top=top)
+
+    monkeypatch.setattr(C._Stages, "translate", translate)
+    torch.manual_seed(0)
+    m = Mlp().eval()
+    f = efir.compile(m, (torch.randn(4, 16),), candidates=2, quiet=True, dynamic={"batch": (0, 0)})
+    for b in (1, 3, 8, 3):
+        x = torch.randn(b, 16)
+        assert torch.allclose(f(x), m(x), atol=1e-5), b
+    assert seen == [True, False, False, False], seen
+    assert not f.family.symbolic_kernels and f.family.translations == 3
+    assert "E0801" in f.stats["per_size_why"] and "sizes translated: 3" in f.report()

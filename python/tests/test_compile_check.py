@@ -148,7 +148,8 @@ def test_each_size_of_a_family_is_checked(inject, caplog):
         for b in (1, 3, 8, 3):
             x = torch.randn(b, 16)
             assert torch.allclose(f(x), m(x), atol=1e-5), b
-    assert f.family.translations == 3 and state["top"] == [check.CHECK_TRIES] * 3
+    # (symbolic kernels: the candidates translated once, checked per size)
+    assert f.family.translations == 1 and state["top"] == [check.CHECK_TRIES]
     assert sorted(f.stats["rejected"]) == [(1,), (3,), (8,)]
     assert all(r[0][0] == "bad0" and "non-finite" in r[0][1] for r in f.stats["rejected"].values())
     said = [r.getMessage() for r in caplog.records]
