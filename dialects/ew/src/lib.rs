@@ -7,6 +7,7 @@
 //! state.
 
 pub mod eval;
+pub mod expand;
 pub mod state;
 
 use efir_diagnostics::{codes, Diag};

@@ -32,7 +32,6 @@ pub(super) fn pointwise(
         "ew.abs" => arith(format!("tl.abs({})", y(0))),
         "ew.exp" => back(format!("tl.exp({})", f32(0))),
         "ew.log" => back(format!("tl.log({})", f32(0))),
-        "ew.log1p" => back(format!("tl.where(1.0 + {x} == 1.0, {x}, tl.log(1.0 + {x}) * tl.where(1.0 + {x} == {x}, 1.0, {x} / (1.0 + {x} - 1.0)))", x = f32(0))),
         "ew.sqrt" => back(format!("tl.sqrt({})", f32(0))),
         "ew.rsqrt" => back(format!("tl.rsqrt({})", f32(0))),
         "ew.sigmoid" => back(format!("tl.sigmoid({})", f32(0))),
@@ -52,8 +51,37 @@ pub(super) fn pointwise(
             };
             format!("{} {p} {}", x(0), x(1))
         }
-        other => return Err(format!("no Triton lowering for `{other}`")),
+        other => match efir_dialect_ew::expand::expansion(other) {
+            // An op without a Triton function of its own, through the ops
+            // its dialect writes it with, in f32, rounded once.
+            Some(steps) => back(expanded(steps, &(0..a.len()).map(f32).collect::<Vec<_>>())?),
+            None => return Err(format!("no Triton lowering for `{other}`")),
+        },
     })
+}
+
+/// The f32 expression of an expansion (`efir_dialect_ew::expand`) over the
+/// f32 operand expressions `xs`.
+fn expanded(steps: &[efir_dialect_ew::expand::Step], xs: &[String]) -> Result<String, String> {
+    use efir_dialect_ew::expand::Arg;
+    let mut v: Vec<String> = Vec::with_capacity(steps.len());
+    for s in steps {
+        let args: Vec<String> = s
+            .args
+            .iter()
+            .map(|a| match a {
+                Arg::Operand(i) => xs[*i].clone(),
+                Arg::Step(i) => v[*i].clone(),
+                Arg::Const(c) => format!("{c:?}"),
+            })
+            .collect();
+        let mut attrs = indexmap::IndexMap::new();
+        if let Some(p) = s.pred {
+            attrs.insert("pred".to_string(), Attr::Word(p.to_string()));
+        }
+        v.push(format!("({})", pointwise(s.op, &attrs, &args, DType::F32)?));
+    }
+    v.pop().ok_or_else(|| "an empty expansion".to_string())
 }
 
 impl KernelEmitter<'_, '_> {
@@ -229,6 +257,15 @@ impl KernelEmitter<'_, '_> {
                     // A view of a buffer is loaded through index arithmetic.
                     if let Some(r) = self.view_load(v, lay) {
                         return r;
+                    }
+                    // (A view is read through only over static extents.)
+                    if let Some(Extent::Sym(s)) =
+                        ea.iter().chain(&er).find(|e| matches!(e, Extent::Sym(_)))
+                    {
+                        return Err(format!(
+                            "`%{}` is a reshape that merges or splits dims inside a kernel, of a value with the symbolic extent |@{s}| (a view is read through only over static extents)",
+                            f.value(v).name
+                        ));
                     }
                     return Err("a reshape that merges or splits dims inside a kernel".into());
                 }
