@@ -445,27 +445,10 @@ impl<'a> Enumerator<'a> {
         threads: usize,
         budget: Budget,
     ) -> Counts {
-        // A thread that panics stops the others (they would wait for it
-        // forever); the panic then reaches the caller.
-        struct StopOnPanic<'p>(&'p Pool);
-        impl Drop for StopOnPanic<'_> {
-            fn drop(&mut self) {
-                if std::thread::panicking() {
-                    self.0.stop.store(true, Ordering::Relaxed);
-                }
-            }
-        }
         let _guard = StopOnPanic(pool);
         let mut n = Counts::default();
         let (mut pops, mut counted) = (0usize, 0usize);
         let mut shown = budget.start;
-        let stop = |why: &'static str| {
-            pool.stop.store(true, Ordering::Relaxed);
-            pool.stopped_by
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get_or_insert(why);
-        };
         loop {
             if pool.stop.load(Ordering::Relaxed) {
                 break;
@@ -490,7 +473,7 @@ impl<'a> Enumerator<'a> {
             counted = n.expanded;
             if let Some(why) = budget.stops(shared, total, pops.is_multiple_of(64)) {
                 stacks[i].push(s);
-                stop(why);
+                stop_all(pool, why);
                 break;
             }
             if pops.is_multiple_of(64) {
@@ -502,20 +485,11 @@ impl<'a> Enumerator<'a> {
                 if e.cut {
                     pool.left.store(true, Ordering::Relaxed);
                 }
-                stop("max-candidates");
+                stop_all(pool, "max-candidates");
                 break;
             }
-            // A thread is out of work: give it the oldest partial program
-            // of the largest stack (the largest subtree), keeping one.
             if pool.idle.load(Ordering::Relaxed) > 0 {
-                let total: usize = stacks.iter().map(Vec::len).sum();
-                if total > 1 {
-                    let big = (0..stacks.len())
-                        .max_by_key(|k| stacks[*k].len())
-                        .unwrap_or(0);
-                    let s0 = stacks[big].remove(0);
-                    pool.lock().0.push(s0);
-                }
+                give_away(&mut stacks, pool);
             }
         }
         if stacks.iter().any(|st| !st.is_empty()) {
@@ -558,5 +532,40 @@ impl Budget {
         } else {
             None
         }
+    }
+}
+
+/// Stops the other threads of a search when its thread panics (they would
+/// wait for it forever); the panic then reaches the caller.
+struct StopOnPanic<'p>(&'p Pool);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Stop every thread of a search, for the reason `why` (the first one
+/// given stays).
+fn stop_all(pool: &Pool, why: &'static str) {
+    pool.stop.store(true, Ordering::Relaxed);
+    pool.stopped_by
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert(why);
+}
+
+/// A thread is out of work: give it the oldest partial program of the
+/// largest of `stacks` (the largest subtree), keeping one.
+fn give_away(stacks: &mut [Vec<State>], pool: &Pool) {
+    let total: usize = stacks.iter().map(Vec::len).sum();
+    if total > 1 {
+        let big = (0..stacks.len())
+            .max_by_key(|k| stacks[*k].len())
+            .unwrap_or(0);
+        let s0 = stacks[big].remove(0);
+        pool.lock().0.push(s0);
     }
 }
