@@ -127,47 +127,14 @@ impl<'a> Enumerator<'a> {
         };
         let h = s.holes.remove(pos);
         n.expanded += 1;
-        // A route hole tries its pointwise ops before its views: the
-        // region is written where it is read, and its inputs are read
-        // through views (which a later, more general partial program
-        // cannot cover as often the other way round). Other holes try
-        // their e-nodes in order (cheapest-looking first).
-        let range = self.choices(mode, h);
-        let order: &[u16] = if range.len() == self.options[h as usize].len() {
-            &self.order[h as usize]
-        } else {
-            &[]
-        };
-        let options: Vec<usize> = if order.is_empty() {
-            range.collect()
-        } else {
-            order.iter().map(|j| *j as usize).collect()
-        };
+        let options = self.hole_options(mode, h);
         for (at, &j) in options.iter().enumerate() {
             if !self.admissible(&s, h, j) {
                 continue;
             }
-            let mut t = s.clone();
-            self.settle(&mut t, h, j);
-            // Holes with one option never branch: resolve them all now
-            // (in any order, the result is the same), and compare the
-            // partial program once they are.
-            if !self.force(mode, &mut t, &mut n.expanded) {
+            let Some((t, canon)) = self.child(mode, &s, h, j, n) else {
                 continue;
-            }
-            // The canonical form of `t` when it is known already.
-            let mut canon = None;
-            if mode == Mode::Early && self.use_determined && !t.holes.is_empty() {
-                let cn = self.canon_parts(&t);
-                if cn.invalid {
-                    continue;
-                }
-                if !self.settle_determined(&mut t, &mut n.expanded) {
-                    canon = Some(cn);
-                } else if !self.force(mode, &mut t, &mut n.expanded) {
-                    continue;
-                }
-            }
+            };
             if t.holes.is_empty() {
                 if self.complete(&t, mode, shared) {
                     // Options of `h` after `j` are left unexplored.
@@ -431,6 +398,59 @@ impl<'a> Enumerator<'a> {
                 .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
                 .collect()
         })
+    }
+
+    /// The options of hole `h` in the order [`Enumerator::expand`] tries
+    /// them: a route hole its pointwise ops before its views (the region
+    /// is written where it is read, and its inputs are read through views,
+    /// which a later, more general partial program cannot cover as often
+    /// the other way round); other holes their e-nodes in order
+    /// (cheapest-looking first).
+    fn hole_options(&self, mode: Mode, h: u32) -> Vec<usize> {
+        let range = self.choices(mode, h);
+        let order: &[u16] = if range.len() == self.options[h as usize].len() {
+            &self.order[h as usize]
+        } else {
+            &[]
+        };
+        if order.is_empty() {
+            range.collect()
+        } else {
+            order.iter().map(|j| *j as usize).collect()
+        }
+    }
+
+    /// The partial program `s` with hole `h` resolved to option `j`, then
+    /// its holes with one option (they never branch: resolved all now, in
+    /// any order, the result is the same) and, under `early`, its
+    /// determined classes; with its canonical form where that is known
+    /// already. `None` where it has no completion.
+    fn child(
+        &mut self,
+        mode: Mode,
+        s: &State,
+        h: u32,
+        j: usize,
+        n: &mut Counts,
+    ) -> Option<(State, Option<Canon>)> {
+        let mut t = s.clone();
+        self.settle(&mut t, h, j);
+        if !self.force(mode, &mut t, &mut n.expanded) {
+            return None;
+        }
+        let mut canon = None;
+        if mode == Mode::Early && self.use_determined && !t.holes.is_empty() {
+            let cn = self.canon_parts(&t);
+            if cn.invalid {
+                return None;
+            }
+            if !self.settle_determined(&mut t, &mut n.expanded) {
+                canon = Some(cn);
+            } else if !self.force(mode, &mut t, &mut n.expanded) {
+                return None;
+            }
+        }
+        Some((t, canon))
     }
 
     /// One thread of [`Enumerator::run_threads`], starting from its
