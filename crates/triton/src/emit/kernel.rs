@@ -310,7 +310,10 @@ fn store_indices(
             .iter()
             .map(|d| match d {
                 efir_ir::Dim::Static(n) => Ok(*n),
-                efir_ir::Dim::Axis(_) => Err("a view of extents that are not static".to_string()),
+                efir_ir::Dim::Axis(a) => Err(format!(
+                    "the result is stored through a view of `%{}`, whose extents are not static (|@{a}|)",
+                    f.value(y).name
+                )),
             })
             .collect()
     };

@@ -120,8 +120,8 @@ impl KernelEmitter<'_, '_> {
                 .iter()
                 .map(|d| match d {
                     Dim::Static(n) => Ok(*n),
-                    Dim::Axis(_) => Err(format!(
-                        "`{op}` reads `%{}` through a view, but its extents are not static",
+                    Dim::Axis(a) => Err(format!(
+                        "`{op}` reads `%{}` through a view, but its extents are not static (|@{a}|)",
                         f.value(y).name
                     )),
                 })
@@ -438,6 +438,13 @@ impl KernelEmitter<'_, '_> {
         for a in &op.operands {
             let n = match extents(f.ty(*a)).get(d) {
                 Some(Extent::N(n)) => *n,
+                Some(Extent::Sym(s)) => {
+                    return Err(format!(
+                        "`%{}` concatenates along dim {d}, the symbolic extent |@{s}| of `%{}` (a concatenation's offsets must be static)",
+                        f.value(v).name,
+                        f.value(*a).name
+                    ))
+                }
                 _ => return Err("a concatenation along a symbolic extent".into()),
             };
             let inside = format!("(({pos} >= {o}) & ({pos} < {}))", o + n);
