@@ -155,6 +155,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         let ext = match &info.extent {
             efir_triton::Extent::N(e) => *e,
             efir_triton::Extent::Tiles(x) => tiles(self.p, x)?,
+            efir_triton::Extent::Sym(s) => return Err(symbolic(s)),
         };
         Ok(ext.div_ceil((*b).max(1)))
     }

@@ -33,7 +33,7 @@ use melior::utility::register_all_dialects;
 use melior::Context;
 use shapes::{
     bits, dtype_name, is_float, leaf_reducer_on, leaf_shapes, lit, state_dtype, static_shape,
-    tiles, ty_text,
+    symbolic, tiles, ty_text,
 };
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -159,6 +159,22 @@ pub fn round_trip(text: &str) -> Result<String, String> {
 /// Translate program `f` of `m` to one TTIR module per kernel.
 pub fn translate(m: &Module, f: &Func) -> Result<TtirProgram, String> {
     let p = plan(m, f)?;
+    // A size known only at run time (a free `|@dyn0|`, which the Python
+    // build passes to its kernels) is refused here, before any kernel.
+    for v in &f.values {
+        for l in v.ty.leaves() {
+            for d in &l.shape {
+                if let Dim::Axis(a) = d {
+                    if matches!(
+                        p.axes.get(a).map(|i| &i.extent),
+                        None | Some(efir_triton::Extent::Sym(_))
+                    ) {
+                        return Err(format!("`%{}`: {}", v.name, symbolic(a)));
+                    }
+                }
+            }
+        }
+    }
     let ctx = context();
     let diags = diagnostics(&ctx);
     let mut buffers: Vec<Buffer> = Vec::new();

@@ -28,6 +28,45 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         )
     }
 
+    /// An expansion (`efir_dialect_ew::expand`) over the f32 blocks `xs`
+    /// (of `x0`'s shape, at `depth`): its last step's block, in f32.
+    fn expanded(
+        &self,
+        steps: &[efir_dialect_ew::expand::Step],
+        xs: &[Blk<'c, 'm>],
+        x0: &Blk<'c, 'm>,
+        depth: usize,
+        shape: &[u64],
+    ) -> R<Blk<'c, 'm>> {
+        use efir_dialect_ew::expand::Arg;
+        let mut v: Vec<Blk<'c, 'm>> = Vec::with_capacity(steps.len());
+        for s in steps {
+            let mut args = Vec::with_capacity(s.args.len());
+            for a in s.args {
+                args.push(match a {
+                    Arg::Operand(i) => xs[*i].clone(),
+                    Arg::Step(i) => v[*i].clone(),
+                    Arg::Const(c) => self.with(
+                        x0,
+                        self.splat_const(depth, *c, shape, DType::F32)?,
+                        DType::F32,
+                    ),
+                });
+            }
+            let mut attrs = indexmap::IndexMap::new();
+            if let Some(p) = s.pred {
+                attrs.insert("pred".to_string(), Attr::Word(p.to_string()));
+            }
+            let rdt = if s.op == "ew.cmp" {
+                DType::I1
+            } else {
+                DType::F32
+            };
+            v.push(self.pointwise_blocks(s.op, &attrs, args, rdt)?);
+        }
+        v.pop().ok_or_else(|| "an empty expansion".to_string())
+    }
+
     /// Pointwise op `name` over blocks of one shape, giving `rdt`.
     pub(super) fn pointwise_blocks(
         &self,
@@ -77,33 +116,6 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             }
             "ew.exp" => f32u(self, &["math.exp"])?,
             "ew.log" => f32u(self, &["math.log"])?,
-            "ew.log1p" => {
-                // As the Python build: with u = 1 + x, log(u) * x / (u - 1)
-                // (exact for small x where log(u) alone loses x's digits),
-                // x where u == 1, log(u) where u == x (x huge).
-                let x = self.cast(&x0, DType::F32)?;
-                let tf = t(DType::F32);
-                let one = self.splat_const(depth, 1.0, &shape, DType::F32)?;
-                let u = self.val(depth, "arith.addf", &[one, x.v], &tf, &[])?;
-                let um1 = self.val(depth, "arith.subf", &[u, one], &tf, &[])?;
-                let l = self.val(depth, "math.log", &[u], &tf, &[])?;
-                let q = self.val(depth, "arith.divf", &[x.v, um1], &tf, &[])?;
-                let eq = |a, b| {
-                    self.val(
-                        depth,
-                        "arith.cmpf",
-                        &[a, b],
-                        &t(DType::I1),
-                        &[("predicate", "1 : i64".to_string())],
-                    )
-                };
-                let huge = eq(u, x.v)?;
-                let scale = self.val(depth, "arith.select", &[huge, one, q], &tf, &[])?;
-                let prod = self.val(depth, "arith.mulf", &[l, scale], &tf, &[])?;
-                let tiny = eq(u, one)?;
-                let r = self.val(depth, "arith.select", &[tiny, x.v, prod], &tf, &[])?;
-                self.cast(&self.with(&x0, r, DType::F32), rdt)?
-            }
             "ew.sqrt" => f32u(self, &["math.sqrt"])?,
             "ew.rsqrt" => f32u(self, &["math.rsqrt"])?,
             "ew.erf" => f32u(self, &["math.erf"])?,
@@ -170,12 +182,25 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 self.with(&x0, v, DType::I1)
             }
             "ew.cast" => self.cast(&x0, rdt)?,
-            other => {
-                return Err(format!(
-                    "`{other}` on {} (not covered by the TTIR path)",
-                    dtype_name(dt)
-                ))
-            }
+            other => match efir_dialect_ew::expand::expansion(other) {
+                // An op without a function of its own, through the ops its
+                // dialect writes it with, in f32, rounded once (as the
+                // Python build).
+                Some(steps) => {
+                    let xs32 = xs
+                        .iter()
+                        .map(|x| self.cast(x, DType::F32))
+                        .collect::<R<Vec<_>>>()?;
+                    let r = self.expanded(steps, &xs32, &x0, depth, &shape)?;
+                    self.cast(&r, rdt)?
+                }
+                None => {
+                    return Err(format!(
+                        "`{other}` on {} (not covered by the TTIR path)",
+                        dtype_name(dt)
+                    ))
+                }
+            },
         };
         if out.dt != rdt {
             return self.cast(&out, rdt);

@@ -28,6 +28,12 @@ pub(super) fn bits(d: DType) -> u32 {
     }
 }
 
+/// The error for a symbolic extent (`|@dyn0|`, sized at run time): the
+/// Python build takes it as a kernel argument; --to-ttir does not yet.
+pub(super) fn symbolic(s: &str) -> String {
+    format!("the symbolic extent |@{s}| (a size known at run time) is not supported by --to-ttir yet (the Python build, --to-triton, takes it)")
+}
+
 /// The number of tiles of axis `a` at its block. An axis over a dim of
 /// `|@b|` tiles has the tile count of `@b` (at its block) as its extent.
 pub(super) fn tiles(p: &Plan<'_>, a: &str) -> Result<u64, String> {
@@ -45,6 +51,7 @@ pub(super) fn tiles(p: &Plan<'_>, a: &str) -> Result<u64, String> {
                 chain.push(b);
                 a = b;
             }
+            efir_triton::Extent::Sym(s) => return Err(symbolic(s)),
         }
     };
     for x in chain.iter().rev() {
