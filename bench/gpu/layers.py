@@ -49,61 +49,27 @@ import torch
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "python" / "tests"))
+from layer_modules import Decode, Prefill, layer_and_rope  # noqa: E402
 
 CACHE, PREFILL = 4095, 512
 
-# (transformers config class name, module, decoder layer, rotary embedding,
-# full-size config)
+# Full-size configs (the issue's Llama; Qwen2-7B; Mistral-7B).
 MODELS = {
-    "llama": ("LlamaConfig", "llama", "LlamaDecoderLayer", "LlamaRotaryEmbedding",
-              dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8)),
-    "qwen2": ("Qwen2Config", "qwen2", "Qwen2DecoderLayer", "Qwen2RotaryEmbedding",
-              dict(hidden_size=3584, intermediate_size=18944, num_attention_heads=28, num_key_value_heads=4)),
-    "mistral": ("MistralConfig", "mistral", "MistralDecoderLayer", "MistralRotaryEmbedding",
-                dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8,
-                     sliding_window=4096)),
+    "llama": dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8),
+    "qwen2": dict(hidden_size=3584, intermediate_size=18944, num_attention_heads=28, num_key_value_heads=4),
+    "mistral": dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8,
+                    sliding_window=4096),
 }
 TINY = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 def build(kind, tiny):
-    import importlib
-
-    import transformers
-
-    cname, mod, lname, rname, full = MODELS[kind]
-    m = importlib.import_module(f"transformers.models.{mod}.modeling_{mod}")
-    shape = dict(TINY) if tiny else dict(full)
+    shape = dict(TINY) if tiny else dict(MODELS[kind])
     if kind == "mistral":
-        shape["sliding_window"] = full["sliding_window"]
-    cfg = getattr(transformers, cname)(num_hidden_layers=1, attn_implementation="sdpa", **shape)
-    torch.manual_seed(0)
-    return cfg, getattr(m, lname)(cfg, 0).eval(), getattr(m, rname)(cfg)
-
-
-class Prefill(torch.nn.Module):
-    def __init__(self, layer):
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, x, cos, sin):
-        return self.layer(x, position_embeddings=(cos, sin))
-
-
-class Decode(torch.nn.Module):
-    """One token through the layer with a cache holding `pk`, `pv`."""
-
-    def __init__(self, cfg, layer):
-        super().__init__()
-        self.cfg, self.layer = cfg, layer
-
-    def forward(self, x, cos, sin, pk, pv):
-        import transformers
-
-        cache = transformers.DynamicCache(config=self.cfg)
-        cache.update(pk, pv, 0)
-        return self.layer(x, position_embeddings=(cos, sin), cache=cache, use_cache=True)
+        shape["sliding_window"] = MODELS[kind]["sliding_window"]
+    return layer_and_rope(kind, **shape)
 
 
 def case(kind, phase, dtype, tiny, device):

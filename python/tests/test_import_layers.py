@@ -37,6 +37,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "python" / "tests"))
 import efir  # noqa: E402
+import layer_modules  # noqa: E402
+from layer_modules import Decode, Masked, Prefill  # noqa: E402
 from test_import_ops import BIN, check  # noqa: E402
 
 C = sys.modules["efir.compile"]
@@ -44,48 +46,10 @@ SEQ, WINDOW = 8, 4
 
 
 def layer_and_rope(kind, impl="sdpa"):
-    from transformers.models.llama import modeling_llama
-    from transformers.models.mistral import modeling_mistral
-    from transformers.models.qwen2 import modeling_qwen2
-
-    config, layer, rope = {
-        "llama": (transformers.LlamaConfig, modeling_llama.LlamaDecoderLayer, modeling_llama.LlamaRotaryEmbedding),
-        "mistral": (transformers.MistralConfig, modeling_mistral.MistralDecoderLayer, modeling_mistral.MistralRotaryEmbedding),
-        "qwen2": (transformers.Qwen2Config, modeling_qwen2.Qwen2DecoderLayer, modeling_qwen2.Qwen2RotaryEmbedding),
-    }[kind]
-    cfg = config(
-        hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
-        num_hidden_layers=1, attn_implementation=impl, sliding_window=WINDOW,
+    return layer_modules.layer_and_rope(
+        kind, impl, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
+        sliding_window=WINDOW,
     )
-    torch.manual_seed(0)
-    return cfg, layer(cfg, 0).eval(), rope(cfg)
-
-
-class Prefill(torch.nn.Module):
-    def __init__(self, layer):
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, x, cos, sin):
-        return self.layer(x, position_embeddings=(cos, sin))
-
-
-class Masked(Prefill):
-    def forward(self, x, cos, sin, mask):
-        return self.layer(x, attention_mask=mask, position_embeddings=(cos, sin))
-
-
-class Decode(torch.nn.Module):
-    """One token through the layer with a cache holding `pk`, `pv`."""
-
-    def __init__(self, cfg, layer):
-        super().__init__()
-        self.cfg, self.layer = cfg, layer
-
-    def forward(self, x, cos, sin, pk, pv):
-        cache = transformers.DynamicCache(config=self.cfg)
-        cache.update(pk, pv, 0)
-        return self.layer(x, position_embeddings=(cos, sin), cache=cache, use_cache=True)
 
 
 def compiled_whole(m, xs):
