@@ -6,8 +6,8 @@ relative L2 <= 1e-2). The same module object (the same jitted kernels)
 serves every size; inputs whose symbolic dims disagree are a clear error.
 
 Programs: a pointwise op, a row statistic over static dims (rms norm), a
-reduction along the symbolic dim (one padded block of NP_dyn0), and
-rmsnorm_mlp with symbolic M (lit-tests/Translate/triton-symbolic-*.efir
+reduction along the symbolic dim (one padded block of NP_dyn0), a matmul
+with symbolic K (a loop over K tiles), and rmsnorm_mlp with symbolic M (lit-tests/Translate/triton-symbolic-*.efir
 check the emitted text).
 """
 
@@ -44,6 +44,12 @@ func @cols(%x: tensor<|@dyn0|x32xf32>) -> (tensor<32xf32>, tensor<32xf32>) {
   %m = tensor.reduce<#red.max, 0> %x : tensor<32xf32>
   %s = tensor.reduce<#red.sum, 0> %x : tensor<32xf32>
   return %m, %s : tensor<32xf32>, tensor<32xf32>
+}
+""",
+    "kdyn": """
+func @kdyn(%a: tensor<32x|@dyn0|xf16>, %b: tensor<|@dyn0|x48xf16>) -> tensor<32x48xf16> {
+  %c = tensor.matmul %a, %b : tensor<32x48xf16>
+  return %c : tensor<32x48xf16>
 }
 """,
 }
@@ -105,6 +111,10 @@ def test_smallest_blocks(tmp_path):
     cfg = {"BLOCK_g0_0": 2}
     for n in (5, 16):
         assert max(run_at(mod, src, "rows", n, tmp_path, config=cfg)) <= TOL
+    # A symbolic K: a loop over K tiles of 16, the last one partial.
+    src, mod = emit(tmp_path, "kdyn", PROGRAMS["kdyn"])
+    assert 16 in mod.CONFIG_SPACE["BLOCK_r_dyn0"], mod.CONFIG_SPACE
+    assert max(run_at(mod, src, "kdyn", 40, tmp_path, config={"BLOCK_r_dyn0": 16})) <= TOL
 
 
 def test_disagreeing_sizes_are_an_error(tmp_path):

@@ -216,6 +216,22 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
             .state
             .values()
             .any(|s| matches!(s, AxisState::Part(d) if *d == kd));
+        // A symbolic K, whatever its representative size, loops too (axis
+        // `r_<name>`): its size at run time may be long.
+        if let Some(Dim::Axis(s)) = a.shape.last() {
+            let name = format!("r_{s}");
+            if !split && syms.contains(s) && !axes.contains_key(&name) {
+                axes.insert(
+                    name.clone(),
+                    AxisInfo {
+                        name,
+                        extent: Extent::Sym(s.clone()),
+                        default: 64,
+                        domain: vec![16, 32, 64, 128, 256],
+                    },
+                );
+            }
+        }
         if let Some(Dim::Static(k)) = a.shape.last() {
             if !split && *k > AUTO_K {
                 let top = k.next_power_of_two().min(256);

@@ -145,6 +145,7 @@ impl KernelEmitter<'_, '_> {
         // over K tiles accumulating in fp32 (the plan registered its axis).
         let auto = match ea.last() {
             Some(Extent::N(k)) => format!("r{k}"),
+            Some(Extent::Sym(s)) => format!("r_{s}"),
             _ => String::new(),
         };
         if la[ra - 1].is_none()
