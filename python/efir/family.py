@@ -17,10 +17,11 @@ What is symbolic and what is not, today:
   norm's keepdim statistic `|@dyn0|` -> `|@dyn0|x1`; its verifier refuses
   a reshape that moves static dims across a symbolic extent or splits one,
   E0404, which keeps such programs per shape). Compaction does not
-  partition a symbolic extent over a parallel axis, so the family's candidates never tile the batch:
-  where a compile for one size tiles it (`@m8`), the family's kernels at
-  that size are a different, valid plan (bench/gpu/family.py measures the
-  difference).
+  partition a symbolic extent over a parallel axis, so the family's
+  candidates never tile the batch themselves (the Triton backend's
+  automatic grid axes do, in masked blocks): where a compile for one size
+  tiles it (`@m8`), the family's kernels at that size are a different,
+  valid plan (bench/gpu/family.py measures the difference).
 - The kernels are symbolic where the translator accepts the candidates:
   `efir-translate` lowers a free symbolic extent to a size read from the
   inputs' shapes at run time and passed to the kernels as a runtime
@@ -32,8 +33,10 @@ What is symbolic and what is not, today:
   Triton compiles a kernel once for all sizes (once per power-of-two bucket
   where a kernel holds a symbolic dim whole in one block; its own
   divisibility-by-16 specialization aside). Where the translator refuses
-  the symbolic candidates (E0801: a view or concatenation along a
-  symbolic extent, an older native module), at each new size the
+  the symbolic candidates (E0801, naming the value and the extent: a
+  reshape that splits or merges dims of a value with a symbolic extent
+  inside a kernel, a view read through; or a native module built before
+  symbolic kernels), at each new size the
   candidates get the size in place of the symbol and are translated
   (milliseconds in-process) and ranked by the static estimate at that
   size (`symbolic_kernels` False, the reason in `stats["per_size_why"]`).
@@ -161,6 +164,7 @@ class Family:
         finally:
             shutil.rmtree(work, ignore_errors=True)
         self.symbolic_kernels = self.symbolic is not None
+        self.stats["symbolic_kernels"] = self.symbolic_kernels
         self._loaded = {}
         self.args = Args(self.ep)
 
