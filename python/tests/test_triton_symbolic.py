@@ -69,12 +69,12 @@ def emit(tmp_path, name, text):
     return src, h.load_module(py)
 
 
-def run_at(mod, src, func, n, work, config=None):
-    """The module's outputs at dyn0 = n against the interpreter's: the rel
+def run_at(mod, src, func, n, work, config=None, sym="dyn0", extra=()):
+    """The module's outputs at `sym` = n against the interpreter's: the rel
     L2 error per output."""
     d = work / f"ref_{func}_{n}"
-    h.sh(h.tool("efir-run"), str(src), "--func", func, "--dim", f"dyn0={n}", "--seed", str(n),
-         "--dump-inputs", "--output-dir", str(d), "--precision", "f64")
+    h.sh(h.tool("efir-run"), str(src), "--func", func, "--dim", f"{sym}={n}", "--seed", str(n),
+         "--dump-inputs", "--output-dir", str(d), "--precision", "f64", *extra)
     inputs = [torch.from_numpy(np.ascontiguousarray(np.load(d / f"in_{name}.npy"))).to(dtype)
               for name, _, dtype in mod.INPUTS]
     outs = mod.run(*inputs, config=config)
@@ -99,6 +99,20 @@ def test_one_module_every_size(name, tmp_path):
     # The same jitted kernels served every size (one module object, no
     # re-translation, nothing rebound).
     assert kernels == [v for k, v in vars(mod).items() if k.startswith("_k")]
+
+
+def test_a_partitioned_symbolic_extent(tmp_path):
+    """examples/tiled/attn_decode.efir with |@s| keys split by @p
+    (lit-tests/Translate/triton-symbolic-split.efir): the online softmax's
+    loop over key tiles runs NT_p trips, a runtime integer, the last tile
+    masked; blocks of 16 keys and of 1 (one key per trip)."""
+    src = ROOT / "lit-tests" / "Translate" / "triton-symbolic-split.efir"
+    py = tmp_path / "attn.py"
+    h.sh(h.tool("efir-translate"), "--to-triton", str(src), "--func", "attn_decode", "-o", str(py))
+    mod = h.load_module(py)
+    for n, cfg in ((3, None), (17, None), (17, {"BLOCK_p": 1})):
+        errs = run_at(mod, src, "attn_decode", n, tmp_path, config=cfg, sym="s", extra=("--tile", "p=4"))
+        assert max(errs) <= TOL, (n, cfg, errs)
 
 
 def test_smallest_blocks(tmp_path):
