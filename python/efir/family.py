@@ -27,8 +27,8 @@ What is symbolic and what is not, today:
   inputs' shapes at run time and passed to the kernels as a runtime
   integer, with masks along it (docs/efir-translate.md, "Symbolic
   extents"). Then the candidates are translated once, at build, and ranked
-  by the static estimate at the representative size (64; not the example
-  size: the in-process translator takes no `--dim`), and one loaded module
+  by the static estimate at the example sizes (`--dim dyn0=N`, or the
+  native module's `dims=`), and one loaded module
   per candidate serves every size: no translation at a new size, and
   Triton compiles a kernel once for all sizes (once per power-of-two bucket
   where a kernel holds a symbolic dim whole in one block; its own
@@ -170,11 +170,15 @@ class Family:
 
     def _translate_symbolic(self, tools):
         """The best CHECK_TRIES symbolic candidates ((name, source) pairs,
-        best static estimate first), translated once for every size; None
+        best static estimate at the example sizes first), translated once
+        for every size; None
         where the translator refuses them (the reason logged and kept in
         `stats["per_size_why"]`)."""
         try:
-            programs, _ = tools.translate("cands.efir", top=CHECK_TRIES)
+            # Ranked at the example sizes (the sizes the family was built
+            # for), not at the translator's default.
+            dims = {f"{SYMBOL}{k}": n for k, n in enumerate(self.sizes0)}
+            programs, _ = tools.translate("cands.efir", top=CHECK_TRIES, dims=dims)
         except CompileError as e:
             programs, why = None, str(e).splitlines()[0]
         else:

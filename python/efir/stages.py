@@ -142,17 +142,20 @@ class Stages:
         if text is not None:
             (self.work / out).write_text(text)
 
-    def translate(self, src, top=1):
-        """`efir-translate --to-triton SRC --top TOP`: the `top` best
-        candidates by static estimate (a tuned file holds one, with its
-        schedule), as `(programs, ranking)`: `programs` a list of (program
-        name, Python module source), best first; `ranking` what
+    def translate(self, src, top=1, dims=None):
+        """`efir-translate --to-triton SRC --top TOP [--dim NAME=N,...]`: the
+        `top` best candidates by static estimate (a tuned file holds one,
+        with its schedule), as `(programs, ranking)`: `programs` a list of
+        (program name, Python module source), best first; `ranking` what
         `--print-plan` says about the choice (from the binary; None
-        in-process)."""
+        in-process). `dims`: the sizes of symbolic extents the estimate
+        ranks at (`{"dyn0": 8}`)."""
         flags = ["--to-triton", "--top", str(top)]
+        if dims:
+            flags += ["--dim", ",".join(f"{k}={int(n)}" for k, n in sorted(dims.items()))]
 
         def native(text, name):
-            return self.nat.to_triton(text, filename=name, top=top)
+            return self.nat.to_triton(text, filename=name, top=top, dims=dict(dims or {}))
 
         programs, stdout = self._run("efir-translate", flags, src, native, ["--print-plan"])
         if programs is not None:

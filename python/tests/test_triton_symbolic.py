@@ -138,3 +138,25 @@ def test_disagreeing_sizes_are_an_error(tmp_path):
         mod.run(x, y)
     with pytest.raises(ValueError, match=r"input %y: expected \('dyn0', 64\)"):
         mod.run(x, torch.randn(3, 65))
+
+
+@pytest.mark.parametrize("path", ["binary", "native"])
+def test_translate_ranks_at_the_given_sizes(path, tmp_path):
+    """`Stages.translate(dims=...)` (what a family ranks its candidates
+    with: its example sizes) reaches the translator through the binary's
+    `--dim` and the native module's `dims=` alike: the emitted module says
+    the estimate's size; without it, the default (64)."""
+    h.source_efir()
+    from efir.stages import CompileError, Stages, native
+
+    nat = native() if path == "native" else None
+    if path == "native" and nat is None:
+        pytest.skip("the native module efir._efir is not built")
+    (tmp_path / "p.efir").write_text(PROGRAMS["pw"])
+    tools = Stages(tmp_path, nat, [])
+    (src8,) = [s for _, s in tools.translate("p.efir", dims={"dyn0": 8})[0]]
+    assert "estimate and default blocks at 8" in src8
+    (src,) = [s for _, s in tools.translate("p.efir")[0]]
+    assert "estimate and default blocks at 64" in src
+    with pytest.raises(CompileError, match="positive integer"):
+        tools.translate("p.efir", dims={"dyn0": 0})

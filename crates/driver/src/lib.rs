@@ -6,6 +6,7 @@
 //! ([`translate`]), and usage errors with "did you mean" ([`usage`]). The command-line tools and the Python extension
 //! (`crates/python`) are thin layers over these.
 
+pub mod dims;
 pub mod expected;
 pub mod logging;
 pub mod split;

@@ -19,6 +19,11 @@ pub struct TritonOptions {
     pub skip_unsupported: bool,
     /// Collect a kernel summary per program in [`TritonOutput::plans`].
     pub plans: bool,
+    /// Representative sizes of symbolic extents (by name, without `@`):
+    /// what the static estimate and the default blocks assume (`--dim`;
+    /// `efir_triton::DEFAULT_DIM_SIZE` for a symbol not named). The kernels
+    /// take the actual size at run time whatever this is.
+    pub dims: std::collections::BTreeMap<String, u64>,
 }
 
 /// One translated program.
@@ -76,7 +81,10 @@ pub fn to_triton(
         std::thread::Builder::new()
             .name("efir-translate".into())
             .stack_size(TRANSLATE_STACK)
-            .spawn_scoped(s, || to_triton_here(src, file_name, registry, opts))
+            .spawn_scoped(s, || {
+                let _sizes = efir_triton::DimSizes::enter(&opts.dims);
+                to_triton_here(src, file_name, registry, opts)
+            })
             .map_err(|e| format!("cannot start the translation thread: {e}"))?
             .join()
             .map_err(|_| "the translation thread panicked".to_string())?

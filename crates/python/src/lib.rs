@@ -5,7 +5,7 @@
 //! - `parse(text, filename="<string>", generic=False) -> str`
 //! - `run_passes(text, passes, filename="<string>", generic=False) -> str`
 //! - `to_triton(text, filename="<string>", top=None, func=None,
-//!   skip_unsupported=False) -> list[tuple[str, str]]`
+//!   skip_unsupported=False, dims=None) -> list[tuple[str, str]]`
 //! - `passes() -> list[tuple[str, str]]`
 //!
 //! Diagnostics become `efir._efir.EfirError` (the rendered text, without
@@ -321,9 +321,10 @@ mod _efir {
     /// name, Python source) as efir-translate --to-triton writes them.
     /// `func`: only this program; `top`: the K programs with the best static
     /// estimate, best first (programs that cannot be lowered are skipped with
-    /// an EfirWarning, as with `skip_unsupported`).
+    /// an EfirWarning, as with `skip_unsupported`); `dims`: representative
+    /// sizes of symbolic extents, `{"dyn0": 8}` (efir-translate's `--dim`).
     #[pyfunction]
-    #[pyo3(signature = (text, filename = "<string>", top = None, func = None, skip_unsupported = false))]
+    #[pyo3(signature = (text, filename = "<string>", top = None, func = None, skip_unsupported = false, dims = None))]
     fn to_triton(
         py: Python<'_>,
         text: &str,
@@ -331,12 +332,14 @@ mod _efir {
         top: Option<usize>,
         func: Option<String>,
         skip_unsupported: bool,
+        dims: Option<std::collections::BTreeMap<String, u64>>,
     ) -> PyResult<Vec<(String, String)>> {
         let opts = TritonOptions {
             func,
             top,
             skip_unsupported,
             plans: false,
+            dims: dims.unwrap_or_default(),
         };
         let r = py.detach(|| guarded(filename, || translate(text, filename, &opts)));
         finish(py, r)

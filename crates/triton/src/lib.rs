@@ -114,31 +114,47 @@ impl Extent {
 /// candidates and chooses default blocks at this size.
 pub const DEFAULT_DIM_SIZE: u64 = 64;
 
-/// Representative sizes of symbolic extents (process-wide: translation runs
-/// on a thread of its own).
-static DIM_SIZES: std::sync::RwLock<std::collections::BTreeMap<String, u64>> =
-    std::sync::RwLock::new(std::collections::BTreeMap::new());
-
-/// Set the representative sizes of symbolic extents (by name, without `@`)
-/// that the static estimate and the default blocks assume; a symbol not
-/// named here is [`DEFAULT_DIM_SIZE`]. The emitted kernels take the actual
-/// size at run time whatever this is.
-pub fn set_dim_sizes(sizes: impl IntoIterator<Item = (String, u64)>) {
-    let mut m = DIM_SIZES.write().unwrap_or_else(|e| e.into_inner());
-    m.clear();
-    m.extend(sizes.into_iter().map(|(k, v)| (k, v.max(1))));
+thread_local! {
+    /// Representative sizes of symbolic extents for the translation running
+    /// on this thread (see [`DimSizes`]).
+    static DIM_SIZES: std::cell::RefCell<std::collections::BTreeMap<String, u64>> =
+        const { std::cell::RefCell::new(std::collections::BTreeMap::new()) };
 }
 
-/// The representative size of symbolic extent `name` (see [`set_dim_sizes`]).
+/// While alive, the representative sizes of symbolic extents (by name,
+/// without `@`) that the static estimate and the default blocks assume on
+/// this thread; a symbol not named is [`DEFAULT_DIM_SIZE`]. The emitted
+/// kernels take the actual size at run time whatever this is. Per thread,
+/// so that translations running at once (the Python module's, in the
+/// caller's threads) do not see each other's sizes; restored on drop.
+pub struct DimSizes(std::collections::BTreeMap<String, u64>);
+
+impl DimSizes {
+    /// Use `sizes` on this thread until the value is dropped.
+    pub fn enter(sizes: &std::collections::BTreeMap<String, u64>) -> DimSizes {
+        let new = sizes
+            .iter()
+            .map(|(k, v)| (k.clone(), (*v).max(1)))
+            .collect();
+        DimSizes(DIM_SIZES.with(|m| std::mem::replace(&mut *m.borrow_mut(), new)))
+    }
+}
+
+impl Drop for DimSizes {
+    fn drop(&mut self) {
+        let old = std::mem::take(&mut self.0);
+        DIM_SIZES.with(|m| *m.borrow_mut() = old);
+    }
+}
+
+/// The representative size of symbolic extent `name` (see [`DimSizes`]).
 pub fn dim_size(name: &str) -> u64 {
-    let m = DIM_SIZES.read().unwrap_or_else(|e| e.into_inner());
-    m.get(name).copied().unwrap_or(DEFAULT_DIM_SIZE)
+    DIM_SIZES.with(|m| m.borrow().get(name).copied().unwrap_or(DEFAULT_DIM_SIZE))
 }
 
-/// Whether [`set_dim_sizes`] gave symbol `name` a size.
+/// Whether [`DimSizes`] gives symbol `name` a size on this thread.
 pub fn dim_size_given(name: &str) -> bool {
-    let m = DIM_SIZES.read().unwrap_or_else(|e| e.into_inner());
-    m.contains_key(name)
+    DIM_SIZES.with(|m| m.borrow().contains_key(name))
 }
 
 /// The free symbolic extents of `f`, in order of first appearance: the

@@ -172,7 +172,7 @@ fn check_usage(cli: &Cli) -> Result<(), String> {
     for t in &cli.tiles {
         parse_tiles(t)?;
     }
-    parse_dims(&cli.dims)?;
+    efir_driver::dims::parse_dims(&cli.dims)?;
     Ok(())
 }
 
@@ -217,37 +217,6 @@ fn parse_tiles(s: &str) -> Result<BTreeMap<String, usize>, String> {
         .collect()
 }
 
-/// `--dim n=8,s=64` (repeatable) as sizes of symbolic extents.
-fn parse_dims(specs: &[String]) -> Result<BTreeMap<String, u64>, String> {
-    let mut dims = BTreeMap::new();
-    for p in specs
-        .iter()
-        .flat_map(|s| s.split(','))
-        .filter(|p| !p.trim().is_empty())
-    {
-        let (k, v) = p
-            .split_once('=')
-            .ok_or_else(|| format!("--dim `{p}` is not NAME=N"))?;
-        let k = k
-            .trim()
-            .trim_start_matches('@')
-            .trim_matches('|')
-            .trim_start_matches('@');
-        let n: u64 = v
-            .trim()
-            .parse()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| format!("--dim `{p}`: `{}` is not a positive integer", v.trim()))?;
-        if let Some(old) = dims.insert(k.to_string(), n) {
-            if old != n {
-                return Err(format!("--dim {k} is given twice ({old} and {n})"));
-            }
-        }
-    }
-    Ok(dims)
-}
-
 fn run(cli: &Cli) -> Result<ExitCode, String> {
     let precision = if cli.precision == "f64" {
         Precision::F64
@@ -275,7 +244,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
                 .clone(),
         };
         let budget = cli.max_memory.unwrap_or_else(default_memory);
-        let dims = parse_dims(&cli.dims)?;
+        let dims = efir_driver::dims::parse_dims(&cli.dims)?;
         for (m, file) in [(&ma, a), (&mb, b)] {
             let g = m
                 .func(&func)
@@ -294,7 +263,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
             seed: cli.seed,
             precision,
             tiles,
-            dims: parse_dims(&cli.dims)?,
+            dims: efir_driver::dims::parse_dims(&cli.dims)?,
         };
         let rep = compare(&ma, &mb, &sem, &opts)?;
         for t in &rep.trials {
@@ -349,7 +318,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     } else {
         Dist::Normal
     };
-    let mut dims = parse_dims(&cli.dims)?;
+    let mut dims = efir_driver::dims::parse_dims(&cli.dims)?;
     // The given inputs first: their shapes size the symbolic extents of
     // their types (agreeing with --dim and with each other).
     let mut read: BTreeMap<usize, Tensor> = BTreeMap::new();

@@ -70,11 +70,11 @@ fn main() -> ExitCode {
     // A command line that asks for nothing, or for no program, is a usage
     // error too (exit 2); errors in the input exit 1.
     let usage = if !(cli.to_triton || cli.to_ttir || cli.print_features) {
-        Some("nothing to do: pass a target (--to-triton)")
+        Some("nothing to do: pass a target (--to-triton)".to_string())
     } else if cli.top == Some(0) {
-        Some("--top 0 keeps no program; give 1 or more")
+        Some("--top 0 keeps no program; give 1 or more".to_string())
     } else {
-        None
+        efir_driver::dims::parse_dims(&cli.dims).err()
     };
     if let Some(msg) = usage {
         eprintln!("error: {msg}");
@@ -102,7 +102,6 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     if !cli.to_triton {
         return Err("nothing to do: pass a target (--to-triton)".into());
     }
-    efir_triton::set_dim_sizes(parse_dims(&cli.dims)?);
     let (name, src) = efir_driver::read_source(&cli.input)?;
     let color = efir_driver::stderr_color(&cli.color);
     let registry = efir_registry::registry();
@@ -111,6 +110,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         top: cli.top,
         skip_unsupported: cli.skip_unsupported,
         plans: cli.print_plan,
+        dims: efir_driver::dims::parse_dims(&cli.dims)?,
     };
     let res = efir_driver::translate::to_triton(&src, &name, &registry, &opts)?;
     eprint!("{}", res.plans);
@@ -168,38 +168,4 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// `--dim n=8,s=64` (repeatable) as representative sizes of symbolic
-/// extents (as `efir-run --dim` reads them).
-fn parse_dims(specs: &[String]) -> Result<Vec<(String, u64)>, String> {
-    let mut dims: Vec<(String, u64)> = Vec::new();
-    for p in specs
-        .iter()
-        .flat_map(|s| s.split(','))
-        .filter(|p| !p.trim().is_empty())
-    {
-        let (k, v) = p
-            .split_once('=')
-            .ok_or_else(|| format!("--dim `{p}` is not NAME=N"))?;
-        let k = k
-            .trim()
-            .trim_start_matches('@')
-            .trim_matches('|')
-            .trim_start_matches('@');
-        let n: u64 = v
-            .trim()
-            .parse()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| format!("--dim `{p}`: `{}` is not a positive integer", v.trim()))?;
-        match dims.iter().find(|(x, _)| x == k) {
-            Some((_, old)) if *old != n => {
-                return Err(format!("--dim {k} is given twice ({old} and {n})"))
-            }
-            Some(_) => {}
-            None => dims.push((k.to_string(), n)),
-        }
-    }
-    Ok(dims)
 }
