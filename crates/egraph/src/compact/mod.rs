@@ -229,11 +229,16 @@ impl Compact {
                 limit_s: self.time_limit,
                 quiet: false,
             };
+            let t = Instant::now();
             let res = en.run_sketched(self.mode, limits, self.threads, self.sketch);
             tracing::info!(target: "efir::progress", done = true);
+            tracing::debug!(function = %f.name, seconds = t.elapsed().as_secs_f64(), expanded = res.expanded_states, "compact: enumerated");
             res
         };
-        let restricted = match Enumerator::new_in(g, self.space) {
+        let t = Instant::now();
+        let built = Enumerator::new_in(g, self.space);
+        tracing::debug!(function = %f.name, seconds = t.elapsed().as_secs_f64(), "compact: candidate graph indexed");
+        let restricted = match built {
             Ok(en) => en,
             Err(e) => {
                 warn_whole(cx, e);
@@ -343,7 +348,9 @@ impl Pass for Compact {
         let mut nodes = 0usize;
         for f in m.funcs.iter().filter(|f| !lambdas.contains(&f.name)) {
             let fail = |cx: &mut PassContext<'_>, e: String| crate::saturate::func_failed(cx, f, e);
+            let t = Instant::now();
             let g = graph_in(f, sigs.clone()).map_err(|e| fail(cx, e))?;
+            tracing::debug!(function = %f.name, seconds = t.elapsed().as_secs_f64(), "compact: e-graph read");
             let kept = Duration::from_secs_f64(TAIL_SECS_PER_NODE * nodes as f64);
             let limits = limits
                 .with_deadline((limits.deadline.checked_sub(kept)).unwrap_or(limits.deadline));
@@ -365,8 +372,10 @@ impl Pass for Compact {
                 .with_label("candidates of this function"));
             }
             used.extend(library_refs(&g.egraph));
+            let t = Instant::now();
             let built = candidate_funcs(&g, f.name_span, &res.candidates, self.threads)
                 .map_err(|e| fail(cx, e))?;
+            tracing::debug!(function = %f.name, seconds = t.elapsed().as_secs_f64(), "compact: candidates built");
             funcs.extend(built);
         }
         let kept: Vec<Func> = std::mem::take(&mut m.funcs)
