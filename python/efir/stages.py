@@ -151,6 +151,9 @@ class Stages:
         in-process). `dims`: the sizes of symbolic extents the estimate
         ranks at (`{"dyn0": 8}`)."""
         flags = ["--to-triton", "--top", str(top)]
+        bad = {k: n for k, n in (dims or {}).items() if not isinstance(n, int) or n < 1}
+        if bad:
+            raise CompileError(f"efir-translate --dim: sizes must be positive integers, got {bad}")
         if dims:
             flags += ["--dim", ",".join(f"{k}={int(n)}" for k, n in sorted(dims.items()))]
 

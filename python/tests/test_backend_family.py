@@ -216,7 +216,7 @@ def test_candidates_the_translator_refuses_symbolically_are_translated_per_size(
     real = C._Stages.translate
     seen = []
 
-    def translate(self, src, top=1):
+    def translate(self, src, top=1, dims=None):
         text = (self.work / src).read_text()
         seen.append("|@dyn0|" in text)
         if "|@dyn0|" in text:
