@@ -2,18 +2,36 @@
 compiles, on the GPU (fp16, the shapes of WORKLOADS.md).
 
 For each workload: `efir.compile(..., dynamic={"batch": ...})` once at B=8
-(saturation and compaction with the batch extent symbolic, `efir.family`),
-then at each B of --batches the family's kernels (translated at that size
-on the first call) against `efir.compile` specialized to that B. Both
+(`efir.family`: saturation and compaction with the batch extent symbolic,
+then the symbolic candidates translated once, ranked by the static
+estimate at B=8, where the translator accepts them), then at each B of
+--batches the family against `efir.compile` specialized to that B. Both
 untuned (the static estimate chooses), so the comparison is of the family
 mechanism alone. Prints one JSON line per case and writes them all:
-compile wall times (the family's once, each per-shape compile), the
-family's first call at a new size (translation, load, Triton JIT), whether
-the two generated modules are identical (then the times differ by noise
-alone), relative L2 against the module in
-fp32, and CUDA-graph medians with their ratio (family / per-shape; target:
-within 10%). A workload whose batch cannot be symbolic yet (a reshape of
-the batch extent, E0404 in efir-opt's verifier) records `family_error`.
+
+- per workload (case "family"): the family's compile wall time and its
+  stages; `family_symbolic_kernels` (`stats["symbolic_kernels"]`: one
+  module serves every B, the batch a runtime kernel argument with masks)
+  or, where the translator refuses the symbolic candidates (E0801), the
+  reason (`family_per_size_why`, `stats["per_size_why"]`: then the family
+  translates its candidates at each new B on first use); or
+  `family_error`, a workload whose batch cannot be symbolic (a reshape of
+  the batch extent, E0404 in efir-opt's verifier).
+- per B: the per-shape compile's wall time; the family's first call at
+  that B: the check against eager PyTorch at that B (`check.choose`),
+  plus, with symbolic kernels, loading the module on the family's first
+  call and Triton's JIT where a launch meets a new specialization (the
+  first launch, a new power-of-two bucket where a kernel holds the batch
+  whole in one block, Triton's own divisibility-by-16 specialization of
+  the batch argument), or, per size, a translation, loading and JIT at
+  every new B; whether the two generated modules are identical (never
+  with symbolic kernels; where they are, the times differ by noise
+  alone); relative L2 of each against the module in fp32; CUDA-graph
+  medians and their ratio (family / per-shape; target: within 10%).
+  Compaction does not tile a symbolic extent, so where the per-shape
+  compile tiles the batch (`@m8`) the family runs a different plan, its
+  batch tiled by the backend's automatic grid axes in masked blocks: the
+  ratio measures that too.
 
 Needs the efir-opt and efir-translate binaries (no Rust on the GPU machine):
 build them here and carry bench/gpu/bin:
@@ -98,6 +116,9 @@ def main():
             fam = efir.compile(mod16, inputs(args.family_batch), candidates=args.candidates, quiet=True, tune=False, dynamic={"batch": places})
             head["family_compile_s"] = round(time.time() - t0, 2)
             head["family_stages"] = {k: round(v, 2) for k, v in fam.stats["stages"].items()}
+            head["family_symbolic_kernels"] = fam.stats["symbolic_kernels"]
+            if "per_size_why" in fam.stats:
+                head["family_per_size_why"] = fam.stats["per_size_why"]
         except Exception as e:  # noqa: BLE001 (a CompileError saying why the batch stays static, or worse)
             head["family_error"] = "".join(traceback.format_exception_only(type(e), e)).strip().splitlines()[0][:400]
         emit(dict(head, case="family"))
