@@ -8,12 +8,41 @@ use super::*;
 pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String, String> {
     let f = p.func;
     let _syms = crate::SymScope::enter(f);
-    let syms = crate::symbols(f);
     let mut ks = Vec::new();
     for k in &p.kernels {
         ks.push(emit_kernel_in_context(p, k)?);
     }
     let mut out = String::new();
+    docstring(&mut out, p, source, pipeline);
+    let (defaults, space) = configuration(p, &ks)?;
+    let _ = writeln!(out, "DEFAULT_CONFIG = {{\n{}\n}}", defaults.join("\n"));
+    let _ = writeln!(out);
+    let _ = writeln!(out, "CONFIG_SPACE = {{\n{}\n}}", space.join("\n"));
+    let _ = writeln!(out);
+    let est = estimate_of(p, &ks);
+    let _ = writeln!(
+        out,
+        "# Static estimate at DEFAULT_CONFIG (ranks candidates; not a measurement)."
+    );
+    let _ = writeln!(
+        out,
+        "ESTIMATE = {{\"kernels\": {}, \"bytes\": {:.0}, \"flops\": {:.0}, \"time_us\": {:.3}, \"largest_block\": {:.0}}}",
+        est.kernels, est.bytes, est.flops, est.time_us, est.largest_block
+    );
+    let _ = writeln!(out);
+    inputs_list(&mut out, f)?;
+    for k in &ks {
+        let _ = writeln!(out, "\n{}", k.text);
+    }
+    let _ = writeln!(out);
+    run_function(&mut out, p, &ks);
+    Ok(out)
+}
+
+/// The module's docstring (what it computes, from what, its kernels) and
+/// imports.
+fn docstring(out: &mut String, p: &Plan<'_>, source: &str, pipeline: &str) {
+    let f = p.func;
     let _ = writeln!(out, "\"\"\"Triton kernels for `@{}`.", f.name);
     let _ = writeln!(out);
     let _ = writeln!(
@@ -42,6 +71,14 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
     let _ = writeln!(out, "import triton");
     let _ = writeln!(out, "import triton.language as tl");
     let _ = writeln!(out);
+}
+
+/// `DEFAULT_CONFIG`'s and `CONFIG_SPACE`'s entries (Python lines): the
+/// axes' blocks, warps and stages, each kernel's own warps, stages and
+/// blocks where the program has several, the statistics loops' blocks;
+/// an error where the plan's schedule gives a kernel a block it has no
+/// loop for.
+fn configuration(p: &Plan<'_>, ks: &[EmittedKernel]) -> Result<(Vec<String>, Vec<String>), String> {
     let mut defaults = Vec::new();
     let mut space = Vec::new();
     for (a, info) in &p.axes {
@@ -118,26 +155,12 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
             ));
         }
     }
-    let _ = writeln!(out, "DEFAULT_CONFIG = {{\n{}\n}}", defaults.join("\n"));
-    let _ = writeln!(out);
-    let _ = writeln!(out, "CONFIG_SPACE = {{\n{}\n}}", space.join("\n"));
-    let _ = writeln!(out);
-    let est = estimate_of(p, &ks);
-    let _ = writeln!(
-        out,
-        "# Static estimate at DEFAULT_CONFIG (ranks candidates; not a measurement)."
-    );
-    let _ = writeln!(
-        out,
-        "ESTIMATE = {{\"kernels\": {}, \"bytes\": {:.0}, \"flops\": {:.0}, \"time_us\": {:.3}, \"largest_block\": {:.0}}}",
-        est.kernels, est.bytes, est.flops, est.time_us, est.largest_block
-    );
-    let _ = writeln!(out);
-    let params: Vec<String> = f
-        .params
-        .iter()
-        .map(|v| py_ident(&f.value(*v).name))
-        .collect();
+    Ok((defaults, space))
+}
+
+/// `INPUTS`: each parameter's name, shape (a symbolic extent as its name)
+/// and dtype.
+fn inputs_list(out: &mut String, f: &efir_ir::Func) -> Result<(), String> {
     let _ = writeln!(out, "INPUTS = [");
     for v in &f.params {
         let t = f.ty(*v).as_tensor().ok_or("a tuple parameter")?;
@@ -162,10 +185,20 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
     }
     let _ = writeln!(out, "]");
     let _ = writeln!(out);
-    for k in &ks {
-        let _ = writeln!(out, "\n{}", k.text);
-    }
-    let _ = writeln!(out);
+    Ok(())
+}
+
+/// `run()`: checks the inputs (and reads the sizes of symbolic extents),
+/// computes the blocks and tile counts of the configuration, allocates
+/// each kernel's buffers and launches it, and returns the results.
+fn run_function(out: &mut String, p: &Plan<'_>, ks: &[EmittedKernel]) {
+    let f = p.func;
+    let syms = crate::symbols(f);
+    let params: Vec<String> = f
+        .params
+        .iter()
+        .map(|v| py_ident(&f.value(*v).name))
+        .collect();
     if !syms.is_empty() {
         out.push_str(SIZES_HELPER);
         let _ = writeln!(out);
@@ -227,112 +260,8 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
         let _ = writeln!(out, "    ntp_{id} = triton.next_power_of_2(nt_{id})");
         let _ = writeln!(out, "    even_{id} = {ext} % block_{id} == 0");
     }
-    for (k, ek) in p.kernels.iter().zip(&ks) {
-        for (i, l) in f.ty(k.root).leaves().iter().enumerate() {
-            let dims: Vec<String> = l.shape.iter().map(|d| Extent::of(d).host()).collect();
-            let _ = writeln!(
-                out,
-                "    {} = torch.empty(({}{}), dtype={}, device=dev)",
-                buf_host(f, k.root, i),
-                dims.join(", "),
-                if dims.len() == 1 { "," } else { "" },
-                torch_dtype(l.dtype)
-            );
-        }
-        let grid: Vec<String> = k
-            .grid
-            .iter()
-            .map(|(a, _)| format!("nt_{}", py_ident(a)))
-            .collect();
-        let grid = if grid.is_empty() {
-            "1".to_string()
-        } else {
-            grid.join(" * ")
-        };
-        let mut args: Vec<String> = ek
-            .buffers
-            .iter()
-            .map(|(v, i)| buf_host(f, *v, *i))
-            .collect();
-        let mut consts = ek.consts.clone();
-        if p.kernels.len() > 1 {
-            // The kernel's own block of an axis it only loops over.
-            let i = k.index;
-            for a in &ek.loop_only {
-                let id = py_ident(a);
-                let ext = p.axes[a].extent.host();
-                let kb = format!("kb{i}_{id}");
-                let _ = writeln!(out, "    {kb} = cfg.get(\"BLOCK_{id}__k{i}\", block_{id})");
-                for c in consts.iter_mut() {
-                    let Some((name, _)) = c.split_once('=') else {
-                        continue;
-                    };
-                    let value = if name == format!("BLOCK_{id}") {
-                        kb.clone()
-                    } else if name == format!("NT_{id}") {
-                        format!("triton.cdiv({ext}, {kb})")
-                    } else if name == format!("NTP_{id}") {
-                        format!("triton.next_power_of_2(triton.cdiv({ext}, {kb}))")
-                    } else if name == format!("EVEN_{id}") {
-                        format!("{ext} % {kb} == 0")
-                    } else {
-                        continue;
-                    };
-                    *c = format!("{name}={value}");
-                }
-            }
-        }
-        if let Some(a) = &ek.sub_loop {
-            // The sub-blocks of a collected axis's tile: the kernel's own
-            // block of it, at most the tile.
-            let id = py_ident(a);
-            let i = k.index;
-            for c in consts.iter_mut() {
-                if c.split_once('=').map(|x| x.0) == Some(format!("SUB_{id}").as_str()) {
-                    *c = format!(
-                        "SUB_{id}=min(cfg.get(\"BLOCK_{id}__k{i}\", block_{id}), block_{id})"
-                    );
-                }
-            }
-        }
-        for a in &ek.stat_axes {
-            // The block of the kernel's statistics loops over `a`: its
-            // own, else the kernel's block of `a`.
-            let id = py_ident(a);
-            let i = k.index;
-            let ext = p.axes[a].extent.host();
-            let base = if p.kernels.len() > 1 && ek.loop_only.contains(a) {
-                format!("kb{i}_{id}")
-            } else {
-                format!("block_{id}")
-            };
-            let rb = format!("rb{i}_{id}");
-            let _ = writeln!(out, "    {rb} = cfg.get(\"BLOCK_{id}__r{i}\", {base})");
-            for c in consts.iter_mut() {
-                let Some((name, _)) = c.split_once('=') else {
-                    continue;
-                };
-                if name == format!("RB_{id}") {
-                    *c = format!("{name}={rb}");
-                } else if name == format!("RNT_{id}") {
-                    *c = format!("{name}=triton.cdiv({ext}, {rb})");
-                }
-            }
-        }
-        args.extend(consts);
-        if p.kernels.len() > 1 {
-            let i = k.index;
-            args.push(format!(
-                "num_warps=cfg.get(\"num_warps_k{i}\", cfg[\"num_warps\"])"
-            ));
-            args.push(format!(
-                "num_stages=cfg.get(\"num_stages_k{i}\", cfg[\"num_stages\"])"
-            ));
-        } else {
-            args.push("num_warps=cfg[\"num_warps\"]".into());
-            args.push("num_stages=cfg[\"num_stages\"]".into());
-        }
-        let _ = writeln!(out, "    {}[({grid},)]({})", ek.name, args.join(", "));
+    for (k, ek) in p.kernels.iter().zip(ks) {
+        launch(out, p, k, ek);
     }
     let rets: Vec<String> = f
         .returns
@@ -351,7 +280,114 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
     } else {
         let _ = writeln!(out, "    return ({},)", rets.join(", "));
     }
-    Ok(out)
+}
+
+/// In `run()`: kernel `k`'s result buffers, its own blocks, and its launch.
+fn launch(out: &mut String, p: &Plan<'_>, k: &Kernel, ek: &EmittedKernel) {
+    let f = p.func;
+    for (i, l) in f.ty(k.root).leaves().iter().enumerate() {
+        let dims: Vec<String> = l.shape.iter().map(|d| Extent::of(d).host()).collect();
+        let _ = writeln!(
+            out,
+            "    {} = torch.empty(({}{}), dtype={}, device=dev)",
+            buf_host(f, k.root, i),
+            dims.join(", "),
+            if dims.len() == 1 { "," } else { "" },
+            torch_dtype(l.dtype)
+        );
+    }
+    let grid: Vec<String> = k
+        .grid
+        .iter()
+        .map(|(a, _)| format!("nt_{}", py_ident(a)))
+        .collect();
+    let grid = if grid.is_empty() {
+        "1".to_string()
+    } else {
+        grid.join(" * ")
+    };
+    let mut args: Vec<String> = ek
+        .buffers
+        .iter()
+        .map(|(v, i)| buf_host(f, *v, *i))
+        .collect();
+    let mut consts = ek.consts.clone();
+    if p.kernels.len() > 1 {
+        // The kernel's own block of an axis it only loops over.
+        let i = k.index;
+        for a in &ek.loop_only {
+            let id = py_ident(a);
+            let ext = p.axes[a].extent.host();
+            let kb = format!("kb{i}_{id}");
+            let _ = writeln!(out, "    {kb} = cfg.get(\"BLOCK_{id}__k{i}\", block_{id})");
+            for c in consts.iter_mut() {
+                let Some((name, _)) = c.split_once('=') else {
+                    continue;
+                };
+                let value = if name == format!("BLOCK_{id}") {
+                    kb.clone()
+                } else if name == format!("NT_{id}") {
+                    format!("triton.cdiv({ext}, {kb})")
+                } else if name == format!("NTP_{id}") {
+                    format!("triton.next_power_of_2(triton.cdiv({ext}, {kb}))")
+                } else if name == format!("EVEN_{id}") {
+                    format!("{ext} % {kb} == 0")
+                } else {
+                    continue;
+                };
+                *c = format!("{name}={value}");
+            }
+        }
+    }
+    if let Some(a) = &ek.sub_loop {
+        // The sub-blocks of a collected axis's tile: the kernel's own
+        // block of it, at most the tile.
+        let id = py_ident(a);
+        let i = k.index;
+        for c in consts.iter_mut() {
+            if c.split_once('=').map(|x| x.0) == Some(format!("SUB_{id}").as_str()) {
+                *c = format!("SUB_{id}=min(cfg.get(\"BLOCK_{id}__k{i}\", block_{id}), block_{id})");
+            }
+        }
+    }
+    for a in &ek.stat_axes {
+        // The block of the kernel's statistics loops over `a`: its
+        // own, else the kernel's block of `a`.
+        let id = py_ident(a);
+        let i = k.index;
+        let ext = p.axes[a].extent.host();
+        let base = if p.kernels.len() > 1 && ek.loop_only.contains(a) {
+            format!("kb{i}_{id}")
+        } else {
+            format!("block_{id}")
+        };
+        let rb = format!("rb{i}_{id}");
+        let _ = writeln!(out, "    {rb} = cfg.get(\"BLOCK_{id}__r{i}\", {base})");
+        for c in consts.iter_mut() {
+            let Some((name, _)) = c.split_once('=') else {
+                continue;
+            };
+            if name == format!("RB_{id}") {
+                *c = format!("{name}={rb}");
+            } else if name == format!("RNT_{id}") {
+                *c = format!("{name}=triton.cdiv({ext}, {rb})");
+            }
+        }
+    }
+    args.extend(consts);
+    if p.kernels.len() > 1 {
+        let i = k.index;
+        args.push(format!(
+            "num_warps=cfg.get(\"num_warps_k{i}\", cfg[\"num_warps\"])"
+        ));
+        args.push(format!(
+            "num_stages=cfg.get(\"num_stages_k{i}\", cfg[\"num_stages\"])"
+        ));
+    } else {
+        args.push("num_warps=cfg[\"num_warps\"]".into());
+        args.push("num_stages=cfg[\"num_stages\"]".into());
+    }
+    let _ = writeln!(out, "    {}[({grid},)]({})", ek.name, args.join(", "));
 }
 
 /// The host helper of a program with symbolic extents: checks the inputs
