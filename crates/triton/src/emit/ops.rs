@@ -118,206 +118,13 @@ impl KernelEmitter<'_, '_> {
         let rank = extents(&rt).len();
         match name {
             "par.partition" | "par.replicate" | "par.combine" => self.emit(op.operands[0], lay),
-            "tensor.tuple" => {
-                let mut out = Vec::new();
-                for o in &op.operands {
-                    if extents(f.ty(*o)).len() != lay.len() {
-                        return Err("a tuple of values of different ranks inside a kernel".into());
-                    }
-                    out.push(self.emit(*o, lay)?);
-                }
-                Ok(Val::Tup(out))
-            }
-            "tensor.get" => {
-                let idx = op.attrs.get("index").and_then(Attr::as_int).unwrap_or(0) as usize;
-                match self.emit(op.operands[0], lay)? {
-                    Val::Tup(fs) => fs
-                        .get(idx)
-                        .cloned()
-                        .ok_or_else(|| "tensor.get out of range".into()),
-                    Val::T(b) => Ok(Val::T(b)),
-                }
-            }
-            "tensor.full" => {
-                let t = rt.as_tensor().ok_or("expected a tensor")?;
-                let value = typed_literal(op.attrs.get("value").unwrap_or(&Attr::Int(0)), t.dtype);
-                let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
-                let (dims, depth) = self.dims(&exts, lay)?;
-                let var = self.fresh("c");
-                self.line(
-                    depth,
-                    format!(
-                        "{var} = tl.full({}, {value}, {})",
-                        shape_list(&dims),
-                        tl_dtype(t.dtype)
-                    ),
-                );
-                Ok(Val::T(Blk {
-                    var,
-                    dims,
-                    dtype: t.dtype,
-                    depth,
-                }))
-            }
-            "tensor.iota" => {
-                let d = op.attrs.get("dim").and_then(Attr::as_int).unwrap_or(0) as usize;
-                let t = rt.as_tensor().ok_or("expected a tensor")?;
-                let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
-                let (dims, depth) = self.dims(&exts, lay)?;
-                // Unit along every dim but its own (see [`bcast`]).
-                let e = format!(
-                    "({}).to({})",
-                    along(&dims[d].offs, d, dims.len()),
-                    tl_dtype(t.dtype)
-                );
-                let r = dims.len();
-                let x = self.result(v, lay, e, depth)?;
-                if let Val::T(b) = &x {
-                    self.set_units(&b.var, (0..r).map(|j| j != d).collect());
-                }
-                Ok(x)
-            }
-            "tensor.broadcast" => {
-                let a = op.operands[0];
-                let ea = extents(f.ty(a));
-                let er = extents(&rt);
-                let k = er.len() - ea.len();
-                let la: Layout = (0..ea.len())
-                    .map(|j| {
-                        if ea[j] == Extent::N(1) && er[j + k] != Extent::N(1) {
-                            None
-                        } else {
-                            lay[j + k].clone()
-                        }
-                    })
-                    .collect();
-                let x = self.block(a, &la)?;
-                let (_, depth) = self.dims(&er, lay)?;
-                // Lazy (see [`bcast`]): unit along the new and the stretched
-                // dims.
-                let ux = self.units(&x.var, ea.len());
-                let u: Units = (0..rank)
-                    .map(|j| {
-                        j < k || ux[j - k] || (ea[j - k] == Extent::N(1) && er[j] != Extent::N(1))
-                    })
-                    .collect();
-                let e = expand(&x.var, x.dims.len(), rank);
-                let y = self.result(v, lay, e, depth.max(x.depth))?;
-                if let Val::T(b) = &y {
-                    self.set_units(&b.var, u);
-                    if x.dims.len() == ea.len() {
-                        let new = rank - ea.len();
-                        self.note_view(&b.var, &x.var, |m| {
-                            std::iter::repeat_n(None, new)
-                                .chain(m.iter().copied())
-                                .collect()
-                        });
-                    }
-                }
-                Ok(y)
-            }
-            "tensor.transpose" => {
-                let perm = op
-                    .attrs
-                    .get("perm")
-                    .and_then(Attr::as_int_array)
-                    .ok_or("transpose without perm")?;
-                let mut la: Layout = vec![None; rank];
-                for (k, p) in perm.iter().enumerate() {
-                    la[*p as usize] = lay[k].clone();
-                }
-                let x = self.block(op.operands[0], &la)?;
-                let ux = self.units(&x.var, rank);
-                let u: Units = perm.iter().map(|p| ux[*p as usize]).collect();
-                let ps: Vec<String> = perm.iter().map(|p| p.to_string()).collect();
-                let e = if rank == 2 && perm == [1, 0] {
-                    format!("tl.trans({})", x.var)
-                } else {
-                    format!("tl.permute({}, ({},))", x.var, ps.join(", "))
-                };
-                let y = self.result(v, lay, e, x.depth)?;
-                if let Val::T(b) = &y {
-                    self.set_units(&b.var, u);
-                    self.note_view(&b.var, &x.var, |m| {
-                        perm.iter()
-                            .map(|p| m.get(*p as usize).copied().flatten())
-                            .collect()
-                    });
-                }
-                Ok(y)
-            }
-            "tensor.reshape" => {
-                let a = op.operands[0];
-                let ea = extents(f.ty(a));
-                let er = extents(&rt);
-                let nu_a: Vec<usize> = (0..ea.len()).filter(|j| ea[*j] != Extent::N(1)).collect();
-                let nu_r: Vec<usize> = (0..er.len()).filter(|j| er[*j] != Extent::N(1)).collect();
-                if nu_a.len() != nu_r.len() || nu_a.iter().zip(&nu_r).any(|(x, y)| ea[*x] != er[*y])
-                {
-                    // A view of a buffer is loaded through index arithmetic.
-                    if let Some(r) = self.view_load(v, lay) {
-                        return r;
-                    }
-                    // (A view is read through only over static extents.)
-                    if let Some(Extent::Sym(s)) =
-                        ea.iter().chain(&er).find(|e| matches!(e, Extent::Sym(_)))
-                    {
-                        return Err(format!(
-                            "`%{}` is a reshape that merges or splits dims inside a kernel, of a value with the symbolic extent |@{s}| (a view is read through only over static extents)",
-                            f.value(v).name
-                        ));
-                    }
-                    return Err("a reshape that merges or splits dims inside a kernel".into());
-                }
-                let mut la: Layout = vec![None; ea.len()];
-                for (x, y) in nu_a.iter().zip(&nu_r) {
-                    la[*x] = lay[*y].clone();
-                }
-                let x = self.block(a, &la)?;
-                let (dims, depth) = self.dims(&er, lay)?;
-                let ux = self.units(&x.var, ea.len());
-                // A unit dim of the result that is tiled (a row padded to a
-                // 16-row dot block) holds one element: it is a lazy broadcast.
-                let mut u: Units = (0..er.len())
-                    .map(|j| er[j] == Extent::N(1) && lay[j].is_some())
-                    .collect();
-                for (x, y) in nu_a.iter().zip(&nu_r) {
-                    u[*y] = ux[*x];
-                }
-                // Only unit dims inserted: `x[:, None]` broadcasts in the
-                // value's own layout, where `tl.reshape` can cost a layout
-                // conversion wherever the result is used (measured on the
-                // H200: a row scale reshaped before a K loop and used in it
-                // made the loop 2.7x slower). Only up to two dims: Triton 3.6
-                // failed an assertion (LinearLayout::reshapeOuts) compiling an
-                // attention kernel that indexed a 4-D block so and reshaped
-                // it for a product.
-                let e = if !ea.is_empty()
-                    && nu_a.len() == ea.len()
-                    && er.len() > ea.len()
-                    && er.len() <= 2
-                {
-                    let idx: Vec<&str> = (0..er.len())
-                        .map(|j| if nu_r.contains(&j) { ":" } else { "None" })
-                        .collect();
-                    format!("{}[{}]", x.var, idx.join(", "))
-                } else {
-                    format!("tl.reshape({}, {})", x.var, real_shape(&dims, &u))
-                };
-                let y = self.result(v, lay, e, depth.max(x.depth))?;
-                if let Val::T(b) = &y {
-                    self.set_units(&b.var, u);
-                    let n = er.len();
-                    self.note_view(&b.var, &x.var, |m| {
-                        let mut out = vec![None; n];
-                        for (a, r) in nu_a.iter().zip(&nu_r) {
-                            out[*r] = m.get(*a).copied().flatten();
-                        }
-                        out
-                    });
-                }
-                Ok(y)
-            }
+            "tensor.tuple" => self.emit_tuple(v, lay),
+            "tensor.get" => self.emit_get(v, lay),
+            "tensor.full" => self.emit_full(v, lay),
+            "tensor.iota" => self.emit_iota(v, lay),
+            "tensor.broadcast" => self.emit_broadcast(v, lay),
+            "tensor.transpose" => self.emit_transpose(v, lay),
+            "tensor.reshape" => self.emit_reshape(v, lay),
             "tensor.reduce" => self.reduce(v, lay),
             "tensor.slice" => self.slice(v, lay),
             "tensor.concat" => self.concat(v, lay),
@@ -371,5 +178,233 @@ impl KernelEmitter<'_, '_> {
             }
             other => Err(format!("no Triton lowering for `{other}` inside a kernel")),
         }
+    }
+
+    /// `tensor.tuple` in a kernel (see [`KernelEmitter::emit_op`]).
+    fn emit_tuple(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let mut out = Vec::new();
+        for o in &op.operands {
+            if extents(f.ty(*o)).len() != lay.len() {
+                return Err("a tuple of values of different ranks inside a kernel".into());
+            }
+            out.push(self.emit(*o, lay)?);
+        }
+        Ok(Val::Tup(out))
+    }
+
+    /// `tensor.get` in a kernel (see [`KernelEmitter::emit_op`]).
+    fn emit_get(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let idx = op.attrs.get("index").and_then(Attr::as_int).unwrap_or(0) as usize;
+        match self.emit(op.operands[0], lay)? {
+            Val::Tup(fs) => fs
+                .get(idx)
+                .cloned()
+                .ok_or_else(|| "tensor.get out of range".into()),
+            Val::T(b) => Ok(Val::T(b)),
+        }
+    }
+
+    /// `tensor.full` in a kernel (see [`KernelEmitter::emit_op`]).
+    fn emit_full(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let rt = f.ty(v).clone();
+        let t = rt.as_tensor().ok_or("expected a tensor")?;
+        let value = typed_literal(op.attrs.get("value").unwrap_or(&Attr::Int(0)), t.dtype);
+        let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
+        let (dims, depth) = self.dims(&exts, lay)?;
+        let var = self.fresh("c");
+        self.line(
+            depth,
+            format!(
+                "{var} = tl.full({}, {value}, {})",
+                shape_list(&dims),
+                tl_dtype(t.dtype)
+            ),
+        );
+        Ok(Val::T(Blk {
+            var,
+            dims,
+            dtype: t.dtype,
+            depth,
+        }))
+    }
+
+    /// `tensor.iota` in a kernel (see [`KernelEmitter::emit_op`]).
+    fn emit_iota(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let rt = f.ty(v).clone();
+        let d = op.attrs.get("dim").and_then(Attr::as_int).unwrap_or(0) as usize;
+        let t = rt.as_tensor().ok_or("expected a tensor")?;
+        let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
+        let (dims, depth) = self.dims(&exts, lay)?;
+        // Unit along every dim but its own (see [`bcast`]).
+        let e = format!(
+            "({}).to({})",
+            along(&dims[d].offs, d, dims.len()),
+            tl_dtype(t.dtype)
+        );
+        let r = dims.len();
+        let x = self.result(v, lay, e, depth)?;
+        if let Val::T(b) = &x {
+            self.set_units(&b.var, (0..r).map(|j| j != d).collect());
+        }
+        Ok(x)
+    }
+
+    /// `tensor.broadcast` in a kernel (see [`KernelEmitter::emit_op`]).
+    fn emit_broadcast(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let rt = f.ty(v).clone();
+        let rank = extents(&rt).len();
+        let a = op.operands[0];
+        let ea = extents(f.ty(a));
+        let er = extents(&rt);
+        let k = er.len() - ea.len();
+        let la: Layout = (0..ea.len())
+            .map(|j| {
+                if ea[j] == Extent::N(1) && er[j + k] != Extent::N(1) {
+                    None
+                } else {
+                    lay[j + k].clone()
+                }
+            })
+            .collect();
+        let x = self.block(a, &la)?;
+        let (_, depth) = self.dims(&er, lay)?;
+        // Lazy (see [`bcast`]): unit along the new and the stretched
+        // dims.
+        let ux = self.units(&x.var, ea.len());
+        let u: Units = (0..rank)
+            .map(|j| j < k || ux[j - k] || (ea[j - k] == Extent::N(1) && er[j] != Extent::N(1)))
+            .collect();
+        let e = expand(&x.var, x.dims.len(), rank);
+        let y = self.result(v, lay, e, depth.max(x.depth))?;
+        if let Val::T(b) = &y {
+            self.set_units(&b.var, u);
+            if x.dims.len() == ea.len() {
+                let new = rank - ea.len();
+                self.note_view(&b.var, &x.var, |m| {
+                    std::iter::repeat_n(None, new)
+                        .chain(m.iter().copied())
+                        .collect()
+                });
+            }
+        }
+        Ok(y)
+    }
+
+    /// `tensor.transpose` in a kernel (see [`KernelEmitter::emit_op`]).
+    fn emit_transpose(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let rt = f.ty(v).clone();
+        let rank = extents(&rt).len();
+        let perm = op
+            .attrs
+            .get("perm")
+            .and_then(Attr::as_int_array)
+            .ok_or("transpose without perm")?;
+        let mut la: Layout = vec![None; rank];
+        for (k, p) in perm.iter().enumerate() {
+            la[*p as usize] = lay[k].clone();
+        }
+        let x = self.block(op.operands[0], &la)?;
+        let ux = self.units(&x.var, rank);
+        let u: Units = perm.iter().map(|p| ux[*p as usize]).collect();
+        let ps: Vec<String> = perm.iter().map(|p| p.to_string()).collect();
+        let e = if rank == 2 && perm == [1, 0] {
+            format!("tl.trans({})", x.var)
+        } else {
+            format!("tl.permute({}, ({},))", x.var, ps.join(", "))
+        };
+        let y = self.result(v, lay, e, x.depth)?;
+        if let Val::T(b) = &y {
+            self.set_units(&b.var, u);
+            self.note_view(&b.var, &x.var, |m| {
+                perm.iter()
+                    .map(|p| m.get(*p as usize).copied().flatten())
+                    .collect()
+            });
+        }
+        Ok(y)
+    }
+
+    /// `tensor.reshape` in a kernel (see [`KernelEmitter::emit_op`]).
+    fn emit_reshape(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let rt = f.ty(v).clone();
+        let a = op.operands[0];
+        let ea = extents(f.ty(a));
+        let er = extents(&rt);
+        let nu_a: Vec<usize> = (0..ea.len()).filter(|j| ea[*j] != Extent::N(1)).collect();
+        let nu_r: Vec<usize> = (0..er.len()).filter(|j| er[*j] != Extent::N(1)).collect();
+        if nu_a.len() != nu_r.len() || nu_a.iter().zip(&nu_r).any(|(x, y)| ea[*x] != er[*y]) {
+            // A view of a buffer is loaded through index arithmetic.
+            if let Some(r) = self.view_load(v, lay) {
+                return r;
+            }
+            // (A view is read through only over static extents.)
+            if let Some(Extent::Sym(s)) = ea.iter().chain(&er).find(|e| matches!(e, Extent::Sym(_)))
+            {
+                return Err(format!(
+                    "`%{}` is a reshape that merges or splits dims inside a kernel, of a value with the symbolic extent |@{s}| (a view is read through only over static extents)",
+                    f.value(v).name
+                ));
+            }
+            return Err("a reshape that merges or splits dims inside a kernel".into());
+        }
+        let mut la: Layout = vec![None; ea.len()];
+        for (x, y) in nu_a.iter().zip(&nu_r) {
+            la[*x] = lay[*y].clone();
+        }
+        let x = self.block(a, &la)?;
+        let (dims, depth) = self.dims(&er, lay)?;
+        let ux = self.units(&x.var, ea.len());
+        // A unit dim of the result that is tiled (a row padded to a
+        // 16-row dot block) holds one element: it is a lazy broadcast.
+        let mut u: Units = (0..er.len())
+            .map(|j| er[j] == Extent::N(1) && lay[j].is_some())
+            .collect();
+        for (x, y) in nu_a.iter().zip(&nu_r) {
+            u[*y] = ux[*x];
+        }
+        // Only unit dims inserted: `x[:, None]` broadcasts in the
+        // value's own layout, where `tl.reshape` can cost a layout
+        // conversion wherever the result is used (measured on the
+        // H200: a row scale reshaped before a K loop and used in it
+        // made the loop 2.7x slower). Only up to two dims: Triton 3.6
+        // failed an assertion (LinearLayout::reshapeOuts) compiling an
+        // attention kernel that indexed a 4-D block so and reshaped
+        // it for a product.
+        let e = if !ea.is_empty() && nu_a.len() == ea.len() && er.len() > ea.len() && er.len() <= 2
+        {
+            let idx: Vec<&str> = (0..er.len())
+                .map(|j| if nu_r.contains(&j) { ":" } else { "None" })
+                .collect();
+            format!("{}[{}]", x.var, idx.join(", "))
+        } else {
+            format!("tl.reshape({}, {})", x.var, real_shape(&dims, &u))
+        };
+        let y = self.result(v, lay, e, depth.max(x.depth))?;
+        if let Val::T(b) = &y {
+            self.set_units(&b.var, u);
+            let n = er.len();
+            self.note_view(&b.var, &x.var, |m| {
+                let mut out = vec![None; n];
+                for (a, r) in nu_a.iter().zip(&nu_r) {
+                    out[*r] = m.get(*a).copied().flatten();
+                }
+                out
+            });
+        }
+        Ok(y)
     }
 }
