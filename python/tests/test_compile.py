@@ -3,28 +3,16 @@ shapes): import, saturate, compact, Triton, run; and the torch.compile
 backend, including its eager fallback."""
 
 import logging
-import os
-import pathlib
 import sys
 import tempfile
 import warnings
 
-os.environ["TRITON_INTERPRET"] = "1"
-
 import pytest
+import triton_harness as h
 
-try:
-    import torch
-    import torch.nn.functional as F
-    import triton  # noqa: F401
-except ImportError:  # pragma: no cover
-    if os.environ.get("EFIR_REQUIRE_TRITON") == "1":
-        raise
-    pytest.skip("torch and triton are not installed", allow_module_level=True)
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
-import efir  # noqa: E402
+torch = h.interpreted_triton()
+efir = h.source_efir()
+import torch.nn.functional as F  # noqa: E402
 from test_import import LogSoftmax, NegativeSlices, Rotary  # noqa: E402
 from workload_modules import NGPT, Attention, GatedMLP, LayerNormGemm, LoRA, RMSNormMLP  # noqa: E402
 

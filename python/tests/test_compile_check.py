@@ -8,26 +8,14 @@ size. A wrong candidate is injected in front of the translator's ranking:
 its module is the best candidate's with `run` returning NaN (or scaled)."""
 
 import logging
-import os
-import pathlib
 import sys
 import warnings
 
-os.environ["TRITON_INTERPRET"] = "1"
-
 import pytest
+import triton_harness as h
 
-try:
-    import torch
-    import triton  # noqa: F401
-except ImportError:  # pragma: no cover
-    if os.environ.get("EFIR_REQUIRE_TRITON") == "1":
-        raise
-    pytest.skip("torch and triton are not installed", allow_module_level=True)
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
-import efir  # noqa: E402,F401
+torch = h.interpreted_triton()
+efir = h.source_efir()
 from efir import check, stages  # noqa: E402
 
 C = sys.modules["efir.compile"]
@@ -47,8 +35,8 @@ def inject(monkeypatch):
     real = stages.Stages.translate
     state = {"hows": (), "top": []}
 
-    def translate(self, src, top=1):
-        programs, ranking = real(self, src, top=top)
+    def translate(self, src, top=1, **kw):
+        programs, ranking = real(self, src, top=top, **kw)
         state["top"].append(top)
         bad = [(f"bad{i}", broken(programs[0][1], how)) for i, how in enumerate(state["hows"])]
         return bad + programs, ranking

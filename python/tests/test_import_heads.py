@@ -11,13 +11,14 @@ were materialized first).
 """
 
 import os
-import pathlib
-import sys
 
 os.environ["TRITON_INTERPRET"] = "1"
 
 import pytest
+import triton_harness as h
 
+# Torch only, not triton as h.interpreted_triton() requires: efir-run checks
+# need no triton.
 try:
     import torch
     import torch.nn.functional as F
@@ -26,10 +27,7 @@ except ImportError:  # pragma: no cover
         raise
     pytest.skip("torch is not installed", allow_module_level=True)
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
-sys.path.insert(0, str(ROOT / "python" / "tests"))
-import efir  # noqa: E402
+efir = h.source_efir()
 from test_import_ops import check  # noqa: E402
 
 B, HQ, HK, S, D = 1, 4, 2, 8, 16

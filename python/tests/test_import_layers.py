@@ -15,7 +15,6 @@ key/value heads, intermediate 128, seq 8) with random weights.
 """
 
 import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -24,7 +23,10 @@ import warnings
 os.environ["TRITON_INTERPRET"] = "1"
 
 import pytest
+import triton_harness as h
 
+# Torch only, not triton as h.interpreted_triton() requires: efir-run checks
+# need no triton.
 try:
     import torch
 except ImportError:  # pragma: no cover
@@ -33,10 +35,8 @@ except ImportError:  # pragma: no cover
     pytest.skip("torch is not installed", allow_module_level=True)
 transformers = pytest.importorskip("transformers")
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
-sys.path.insert(0, str(ROOT / "python" / "tests"))
-import efir  # noqa: E402
+ROOT = h.ROOT
+efir = h.source_efir()
 import layer_modules  # noqa: E402
 from layer_modules import Decode, Masked, Prefill  # noqa: E402
 from test_import_ops import BIN, check  # noqa: E402

@@ -3,25 +3,12 @@
 inputs, among them values so small that log(1 + x) computed as written in
 f32 is off by up to 5% (1 + 1e-6 rounds to 1 + 9.5e-7)."""
 
-import os
-import pathlib
-import sys
-
-os.environ["TRITON_INTERPRET"] = "1"
 
 import pytest
+import triton_harness as h
 
-try:
-    import torch
-    import triton  # noqa: F401
-except ImportError:  # pragma: no cover
-    if os.environ.get("EFIR_REQUIRE_TRITON") == "1":
-        raise
-    pytest.skip("torch and triton are not installed", allow_module_level=True)
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
-import efir  # noqa: E402
+torch = h.interpreted_triton()
+efir = h.source_efir()
 
 # The interpreter evaluates both sides of the kernel's `tl.where` (0 / 0
 # where 1 + x == 1, whose side is not taken).
