@@ -114,8 +114,6 @@ impl KernelEmitter<'_, '_> {
         }
         let op = &f.ops[i];
         let name = op.name.as_str();
-        let rt = f.ty(v).clone();
-        let rank = extents(&rt).len();
         match name {
             "par.partition" | "par.replicate" | "par.combine" => self.emit(op.operands[0], lay),
             "tensor.tuple" => self.emit_tuple(v, lay),
@@ -130,54 +128,63 @@ impl KernelEmitter<'_, '_> {
             "tensor.concat" => self.concat(v, lay),
             "par.reduce" => self.par_reduce(v, lay),
             "tile.matmul" | "tensor.matmul" => self.matmul(v, lay),
-            _ if name.starts_with("ew.") => {
-                let mut args = Vec::new();
-                let mut vars = Vec::new();
-                let mut us = Vec::new();
-                let mut depth = 0;
-                let er = extents(&rt);
-                for o in &op.operands {
-                    let ea = extents(f.ty(*o));
-                    let k = er.len() - ea.len();
-                    let la: Layout = (0..ea.len())
-                        .map(|j| {
-                            if ea[j] == Extent::N(1) && er[j + k] != Extent::N(1) {
-                                None
-                            } else {
-                                lay[j + k].clone()
-                            }
-                        })
-                        .collect();
-                    let x = self.block(*o, &la)?;
-                    depth = depth.max(x.depth);
-                    // An operand's stretched unit-extent dims are unit too.
-                    let mut u = self.units(&x.var, ea.len());
-                    for (j, uj) in u.iter_mut().enumerate() {
-                        *uj |= ea[j] == Extent::N(1) && er[j + k] != Extent::N(1);
-                    }
-                    us.push((ea.len(), u));
-                    args.push(expand(&x.var, x.dims.len(), rank));
-                    vars.push(args.last().cloned().unwrap_or_default());
-                }
-                let dt = rt.as_tensor().ok_or("expected a tensor")?.dtype;
-                let e = pointwise(name, &op.attrs, &args, dt)?;
-                let y = self.result(v, lay, e, depth)?;
-                if let Val::T(b) = &y {
-                    self.set_units(&b.var, pointwise_units(rank, &us));
-                    if name == "ew.cast" && us[0].0 == rank {
-                        let from = f.ty(op.operands[0]).as_tensor().map(|t| t.dtype);
-                        if let Some(from) = from {
-                            self.note_copy(&b.var, &vars[0], from, dt);
-                        }
-                    }
-                    if name == "ew.mul" && us.iter().all(|(ra, _)| *ra == rank) {
-                        self.note_product(&b.var, &vars[0], &vars[1]);
-                    }
-                }
-                Ok(y)
-            }
+            _ if name.starts_with("ew.") => self.emit_pointwise(v, lay),
             other => Err(format!("no Triton lowering for `{other}` inside a kernel")),
         }
+    }
+
+    /// A pointwise op (`ew.*`) in a kernel: its operands' blocks (a
+    /// stretched unit dim read as a unit), the op's Triton expression.
+    fn emit_pointwise(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let name = op.name.as_str();
+        let rt = f.ty(v).clone();
+        let rank = extents(&rt).len();
+        let mut args = Vec::new();
+        let mut vars = Vec::new();
+        let mut us = Vec::new();
+        let mut depth = 0;
+        let er = extents(&rt);
+        for o in &op.operands {
+            let ea = extents(f.ty(*o));
+            let k = er.len() - ea.len();
+            let la: Layout = (0..ea.len())
+                .map(|j| {
+                    if ea[j] == Extent::N(1) && er[j + k] != Extent::N(1) {
+                        None
+                    } else {
+                        lay[j + k].clone()
+                    }
+                })
+                .collect();
+            let x = self.block(*o, &la)?;
+            depth = depth.max(x.depth);
+            // An operand's stretched unit-extent dims are unit too.
+            let mut u = self.units(&x.var, ea.len());
+            for (j, uj) in u.iter_mut().enumerate() {
+                *uj |= ea[j] == Extent::N(1) && er[j + k] != Extent::N(1);
+            }
+            us.push((ea.len(), u));
+            args.push(expand(&x.var, x.dims.len(), rank));
+            vars.push(args.last().cloned().unwrap_or_default());
+        }
+        let dt = rt.as_tensor().ok_or("expected a tensor")?.dtype;
+        let e = pointwise(name, &op.attrs, &args, dt)?;
+        let y = self.result(v, lay, e, depth)?;
+        if let Val::T(b) = &y {
+            self.set_units(&b.var, pointwise_units(rank, &us));
+            if name == "ew.cast" && us[0].0 == rank {
+                let from = f.ty(op.operands[0]).as_tensor().map(|t| t.dtype);
+                if let Some(from) = from {
+                    self.note_copy(&b.var, &vars[0], from, dt);
+                }
+            }
+            if name == "ew.mul" && us.iter().all(|(ra, _)| *ra == rank) {
+                self.note_product(&b.var, &vars[0], &vars[1]);
+            }
+        }
+        Ok(y)
     }
 
     /// `tensor.tuple` in a kernel (see [`KernelEmitter::emit_op`]).
