@@ -277,3 +277,21 @@ def test_unlowerable_program_is_compile_error(tmp_path):
     assert e.code == "E0801"
     assert "cannot lower `@program.c0` to Triton" in str(e).splitlines()[0]
     assert "cannot lower `@program.c0` to Triton" in e.diagnostic
+
+
+def test_efir_log_shows_the_passes_debug_events_in_process():
+    """The native module installs the tools' `tracing` setup (stderr,
+    `EFIR_LOG` levels): `EFIR_LOG=debug` shows compaction's phases in a
+    Python process as with efir-opt; by default nothing is printed."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from efir import _efir; "
+        "_efir.run_passes(open(sys.argv[2]).read(), ['--saturate', '--compact=max-candidates=2'])"
+    )
+    args = [sys.executable, "-c", code, str(ROOT / "python"), str(SMALL[0])]
+    env = {k: v for k, v in os.environ.items() if k not in ("EFIR_LOG", "EFIR_PROGRESS")}
+    quiet = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "compact:" not in quiet.stderr
+    loud = subprocess.run(args, capture_output=True, text=True, env={**env, "EFIR_LOG": "debug"}, timeout=300)
+    assert loud.returncode == 0, loud.stderr
+    assert "compact: candidate graph indexed" in loud.stderr and "compact: enumerated" in loud.stderr, loud.stderr

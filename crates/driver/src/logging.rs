@@ -20,14 +20,29 @@ pub const PROGRESS: &str = "efir::progress";
 /// Install the tools' subscriber (once per process; later calls, or a
 /// subscriber installed already, change nothing).
 pub fn init() {
-    let terminal = std::io::stderr().is_terminal();
-    let progress = if terminal {
+    let progress = if std::io::stderr().is_terminal() {
         Some(Progress::Spinner(Mutex::new(None)))
     } else if std::env::var_os("EFIR_PROGRESS").is_some() {
         Some(Progress::Lines)
     } else {
         None
     };
+    install(progress);
+}
+
+/// Install the subscriber of an embedding process (the Python module
+/// `efir._efir`): as [`init`], but progress lines only when
+/// `EFIR_PROGRESS` is set, never a spinner (the host draws its own progress,
+/// and a Rust spinner would interleave with it); `EFIR_LOG` as for the
+/// tools (warnings and errors only by default). Once per process; a
+/// subscriber the host installed already changes nothing.
+pub fn init_embedded() {
+    install(std::env::var_os("EFIR_PROGRESS").map(|_| Progress::Lines));
+}
+
+/// Install the subscriber: `progress` for progress events, lines on stderr
+/// for the others that `EFIR_LOG` selects (warnings and errors by default).
+fn install(progress: Option<Progress>) {
     let targets: Targets = std::env::var("EFIR_LOG")
         .ok()
         .and_then(|s| s.parse().ok())

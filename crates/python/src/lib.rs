@@ -280,6 +280,9 @@ mod _efir {
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        // `EFIR_LOG=debug` shows the passes' debug events (compaction's
+        // phases) on stderr, as with the tools.
+        efir_driver::logging::init_embedded();
         let py = m.py();
         m.add("EfirError", py.get_type::<EfirError>())?;
         m.add("EfirWarning", py.get_type::<EfirWarning>())?;
