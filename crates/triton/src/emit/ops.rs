@@ -84,6 +84,18 @@ fn expanded(steps: &[efir_dialect_ew::expand::Step], xs: &[String]) -> Result<St
     v.pop().ok_or_else(|| "an empty expansion".to_string())
 }
 
+impl<'a> KernelEmitter<'_, 'a> {
+    /// The op defining `v`, `v`'s type and its rank (for the op methods
+    /// below).
+    fn def_of(&self, v: ValueId) -> Result<(&'a efir_ir::Op, Type, usize), String> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
+        let rt = f.ty(v).clone();
+        let rank = extents(&rt).len();
+        Ok((op, rt, rank))
+    }
+}
+
 impl KernelEmitter<'_, '_> {
     pub(super) fn emit_op(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
         let f = self.p.func;
@@ -217,9 +229,7 @@ impl KernelEmitter<'_, '_> {
 
     /// `tensor.full` in a kernel (see [`KernelEmitter::emit_op`]).
     fn emit_full(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
-        let f = self.p.func;
-        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
-        let rt = f.ty(v).clone();
+        let (op, rt, _) = self.def_of(v)?;
         let t = rt.as_tensor().ok_or("expected a tensor")?;
         let value = typed_literal(op.attrs.get("value").unwrap_or(&Attr::Int(0)), t.dtype);
         let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
@@ -243,9 +253,7 @@ impl KernelEmitter<'_, '_> {
 
     /// `tensor.iota` in a kernel (see [`KernelEmitter::emit_op`]).
     fn emit_iota(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
-        let f = self.p.func;
-        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
-        let rt = f.ty(v).clone();
+        let (op, rt, _) = self.def_of(v)?;
         let d = op.attrs.get("dim").and_then(Attr::as_int).unwrap_or(0) as usize;
         let t = rt.as_tensor().ok_or("expected a tensor")?;
         let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
@@ -267,9 +275,7 @@ impl KernelEmitter<'_, '_> {
     /// `tensor.broadcast` in a kernel (see [`KernelEmitter::emit_op`]).
     fn emit_broadcast(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
         let f = self.p.func;
-        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
-        let rt = f.ty(v).clone();
-        let rank = extents(&rt).len();
+        let (op, rt, rank) = self.def_of(v)?;
         let a = op.operands[0];
         let ea = extents(f.ty(a));
         let er = extents(&rt);
@@ -309,10 +315,7 @@ impl KernelEmitter<'_, '_> {
 
     /// `tensor.transpose` in a kernel (see [`KernelEmitter::emit_op`]).
     fn emit_transpose(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
-        let f = self.p.func;
-        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
-        let rt = f.ty(v).clone();
-        let rank = extents(&rt).len();
+        let (op, _, rank) = self.def_of(v)?;
         let perm = op
             .attrs
             .get("perm")
@@ -346,8 +349,7 @@ impl KernelEmitter<'_, '_> {
     /// `tensor.reshape` in a kernel (see [`KernelEmitter::emit_op`]).
     fn emit_reshape(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
         let f = self.p.func;
-        let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
-        let rt = f.ty(v).clone();
+        let (op, rt, _) = self.def_of(v)?;
         let a = op.operands[0];
         let ea = extents(f.ty(a));
         let er = extents(&rt);
