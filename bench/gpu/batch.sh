@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The open GPU measurements of issues 27-33, as stages of at most about ten
+# minutes each (one device call each), every stage writing its JSON under
+# OUT as it goes (a stage cut short keeps what it measured).
+#
+#   bash bench/gpu/batch.sh prepare          # here (Rust toolchain): binaries and generated modules
+#   bash bench/gpu/batch.sh STAGE OUT        # on the GPU machine, repo root as cwd
+#
+# Stages (carry bench/gpu/bin, bench/gpu/gen and bench/gpu/ttir):
+#   ttir     issue 31: TTIR builds against the Python builds (ttir_check.py)
+#   layers   issue 29: full-size decoder layers, eager / Inductor / efir backend (layers.py)
+#   family   issue 33: one symbolic family against per-shape compiles (family.py)
+#   attn     issue 27: attention prefill and decode at B=1/8/16 (run.py)
+#   tune     issue 28: tuning against an exhaustive sweep (tune_bench.py)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+stage="${1:?usage: bash bench/gpu/batch.sh prepare | STAGE OUT}"
+if [ "$stage" = prepare ]; then
+  cargo build --release -p efir-opt -p efir-translate
+  mkdir -p bench/gpu/bin
+  cp target/release/efir-opt target/release/efir-translate bench/gpu/bin/
+  strip bench/gpu/bin/efir-opt bench/gpu/bin/efir-translate 2>/dev/null || true
+  bash bench/gpu/prepare.sh 4 64
+  bash bench/gpu/ttir_prepare.sh
+  exit 0
+fi
+out="${2:?usage: bash bench/gpu/batch.sh STAGE OUT}"
+mkdir -p "$out"
+export EFIR_NO_NATIVE=1 EFIR_BIN_DIR="$PWD/bench/gpu/bin"
+lim=560
+case "$stage" in
+  ttir)
+    timeout "$lim" python3 bench/gpu/ttir_check.py \
+      --cases '_best$|^(gated_mlp|layernorm_gemm|lora|ngpt|rmsnorm_mlp|rmsnorm_swiglu)_B' \
+      --out "$out/ttir_check.json" ;;
+  layers)
+    timeout "$lim" python3 bench/gpu/layers.py --only 'fp16' --out "$out/layers.json" ;;
+  family)
+    timeout "$lim" python3 bench/gpu/family.py --out "$out/family.json" ;;
+  attn)
+    timeout "$lim" python3 bench/gpu/run.py --workloads attn_prefill,attn_decode --batches 1,8,16 \
+      --candidates 3 --warm 8 --sweep 6 --climb 1 --climb-width 6 --compile-budget 10 --compile-timeout 25 \
+      --out "$out/attn.json" --md "$out/attn.md" ;;
+  tune)
+    timeout "$lim" python3 bench/gpu/tune_bench.py --out "$out/tune.json" ;;
+  *)
+    echo "unknown stage '$stage' (prepare, ttir, layers, family, attn, tune)" >&2
+    exit 2 ;;
+esac
