@@ -9,7 +9,8 @@
 # Stages (carry bench/gpu/bin, bench/gpu/gen and bench/gpu/ttir):
 #   ttir     issue 31: TTIR builds against the Python builds (ttir_check.py)
 #   layers   issue 29: full-size decoder layers, eager / Inductor / efir backend (layers.py)
-#   family   issue 33: one symbolic family against per-shape compiles (family.py)
+#   family   issue 33: one symbolic family against per-shape compiles, untuned (family.py)
+#   family-tuned  the same, both tuned (10 s; the family per size bucket)
 #   attn     issue 27: attention prefill and decode at B=1/8/16 (run.py)
 #   tune     issue 28: tuning against an exhaustive sweep (tune_bench.py)
 set -euo pipefail
@@ -38,6 +39,8 @@ case "$stage" in
     timeout "$lim" python3 bench/gpu/layers.py --only 'fp16' --out "$out/layers.json" ;;
   family)
     timeout "$lim" python3 bench/gpu/family.py --out "$out/family.json" ;;
+  family-tuned)
+    timeout "$lim" python3 bench/gpu/family.py --tune 10 --out "$out/family-tuned.json" ;;
   attn)
     timeout "$lim" python3 bench/gpu/run.py --workloads attn_prefill,attn_decode --batches 1,8,16 \
       --candidates 3 --warm 8 --sweep 6 --climb 1 --climb-width 6 --compile-budget 10 --compile-timeout 25 \
@@ -45,6 +48,6 @@ case "$stage" in
   tune)
     timeout "$lim" python3 bench/gpu/tune_bench.py --out "$out/tune.json" ;;
   *)
-    echo "unknown stage '$stage' (prepare, ttir, layers, family, attn, tune)" >&2
+    echo "unknown stage '$stage' (prepare, ttir, layers, family, family-tuned, attn, tune)" >&2
     exit 2 ;;
 esac

@@ -6,8 +6,11 @@ For each workload: `efir.compile(..., dynamic={"batch": ...})` once at B=8
 then the symbolic candidates translated once, ranked by the static
 estimate at B=8, where the translator accepts them), then at each B of
 --batches the family against `efir.compile` specialized to that B. Both
-untuned (the static estimate chooses), so the comparison is of the family
-mechanism alone. Prints one JSON line per case and writes them all:
+untuned by default (the static estimate chooses), so the comparison is of the family
+mechanism alone; with `--tune S` both are tuned (`efir.compile(...,
+tune=S)`: the family per power-of-two bucket of the batch, on the first
+call in the bucket, which `family_first_call_s` then includes). Prints one
+JSON line per case and writes them all:
 
 - per workload (case "family"): the family's compile wall time and its
   stages; `family_symbolic_kernels` (`stats["symbolic_kernels"]`: one
@@ -56,6 +59,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "python" / "tests"))
 import efir  # noqa: E402
+from efir.family import bucket  # noqa: E402
 from workload_modules import Attention, GatedMLP, LoRA, RMSNormMLP  # noqa: E402
 
 
@@ -93,6 +97,7 @@ def main():
     ap.add_argument("--batches", default="1,8,16")
     ap.add_argument("--family-batch", type=int, default=8, help="the example batch the family is compiled at")
     ap.add_argument("--candidates", type=int, default=8)
+    ap.add_argument("--tune", type=float, default=0.0, help="seconds of schedule tuning for both sides (the family: per power-of-two bucket of the batch; 0: untuned, the default)")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(0)
@@ -113,7 +118,7 @@ def main():
         fam = None
         try:
             t0 = time.time()
-            fam = efir.compile(mod16, inputs(args.family_batch), candidates=args.candidates, quiet=True, tune=False, dynamic={"batch": places})
+            fam = efir.compile(mod16, inputs(args.family_batch), candidates=args.candidates, quiet=True, tune=args.tune or False, dynamic={"batch": places})
             head["family_compile_s"] = round(time.time() - t0, 2)
             head["family_stages"] = {k: round(v, 2) for k, v in fam.stats["stages"].items()}
             head["family_symbolic_kernels"] = fam.stats["symbolic_kernels"]
@@ -126,7 +131,7 @@ def main():
             rec = {"workload": name, "B": b}
             try:
                 t0 = time.time()
-                per = efir.compile(mod16, inputs(b), candidates=args.candidates, quiet=True, tune=False)
+                per = efir.compile(mod16, inputs(b), candidates=args.candidates, quiet=True, tune=args.tune or False)
                 rec["per_shape_compile_s"] = round(time.time() - t0, 2)
                 xs = inputs(b)
                 with torch.no_grad():
@@ -138,6 +143,9 @@ def main():
                         torch.cuda.synchronize()
                         rec["family_first_call_s"] = round(time.time() - t0, 3)
                         rec["family_vs_fp32"] = rel_l2(y, ref)
+                        tuned = fam.family.stats["tuned"].get(bucket((b,)))
+                        if tuned is not None:
+                            rec["family_tuned"] = tuned
                         rec["same_module"] = _body(fam.source) == _body(per.source)
                     rec["per_shape_us"] = median_us(lambda: per(*xs))
                     if fam is not None:

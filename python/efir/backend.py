@@ -155,7 +155,10 @@ class ShapeCache:
 
         names = ", ".join(f"s{k}={n}" for k, n in enumerate(sizes_from(args0)))
         try:
-            fam = _family.build(make, sizes_from(args0), self.opts.get("candidates", 8), True, max_sizes=self.max_shapes)
+            tensors0 = [x for x in args0 if isinstance(x, torch.Tensor)]
+            budget = _api()._tune_budget(self.opts.get("tune"), tensors0, True)
+            tuning = _family.Tuning(budget) if budget else None
+            fam = _family.build(make, sizes_from(args0), self.opts.get("candidates", 8), True, max_sizes=self.max_shapes, tuning=tuning)
         except (ImportError_, CompileError) as e:
             reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             self.static_reason = reason
@@ -170,7 +173,7 @@ class ShapeCache:
             # eagerly on this call's arguments (`check.choose`)
             verify = verifier(self.gm, a, lambda _: fam.args(tensors))
             try:
-                mod = fam.module(sizes_from(a), verify=verify)[0]
+                k = fam.module(sizes_from(a), verify=verify, measure=_family.measurer(self.gm, a, fam.args(tensors)))
             except CompileError as e:
                 # a size the family has no (correct) kernels for: this
                 # signature is compiled per shape from now on
@@ -178,7 +181,7 @@ class ShapeCache:
                 log.info("efir: the family has no kernels for sizes %s; compiled per shape from now on: %s", sizes_from(a), reason)
                 self.families[key] = self.static_reason = reason
                 return self._per_shape(a)
-            out = mod.run(*fam.args(tensors))
+            out = k.module.run(*fam.args(tensors), config=k.config)
             return (out,) if isinstance(out, torch.Tensor) else out
 
         call.family = fam

@@ -172,7 +172,9 @@ shows them anyway; warnings and errors are shown either way); `workdir`:
     (a name per size, each with its (input index, dim) places) or `[(0,
     0)]` (one size per place). The program is saturated and compacted once
     with those extents symbolic; each new size is translated and loaded on
-    first use (milliseconds, no tuning). A dim that the program cannot take
+    first use (milliseconds) where the kernels cannot take the sizes at run
+    time; with `tune`, the first call in each power-of-two bucket of sizes
+    tunes the schedule for the whole bucket (`efir.family`). A dim that the program cannot take
     symbolically is a CompileError saying why (compile per shape instead:
     without `dynamic`, or with the torch.compile backend). `workdir`,
     `keep_workdir` and `reuse` do not apply to a family.
@@ -198,9 +200,9 @@ shows them anyway; warnings and errors are shown either way); `workdir`:
         quiet = bool(quiet)
         if dynamic is not None:
             where = _family.parse_dynamic(dynamic, inputs)
-            if _tune_budget(tune, inputs, True):
-                log.info("efir: a family of sizes is not tuned (the static estimate chooses at each size)")
-            return _family.compile_family(module, inputs, where, candidates, config, quiet)
+            budget = _tune_budget(tune, inputs, quiet)
+            tuning = _family.Tuning(budget) if budget else None
+            return _family.compile_family(module, inputs, where, candidates, config, quiet, tuning=tuning)
         return _compile(module, inputs, candidates, config, quiet, workdir, keep_workdir, tune, reuse)
 
 

@@ -40,7 +40,15 @@ What is symbolic and what is not, today:
   candidates get the size in place of the symbol and are translated
   (milliseconds in-process) and ranked by the static estimate at that
   size (`symbolic_kernels` False, the reason in `stats["per_size_why"]`).
-  Schedule tuning is not done for a family (the estimate chooses).
+- Schedule tuning (`tune=` on a CUDA device; `Tuning`): where the kernels
+  are symbolic, the first call in each power-of-two bucket of the sizes
+  (`bucket`: 5..8 -> 8) tunes the family's shortlisted candidates on that
+  call's inputs, checked against eager PyTorch (`efir.tune.tune_modules`),
+  and every size of the bucket then runs the chosen candidate at the chosen
+  schedule; results are kept in the tuning cache (`efir.tune.Cache`) by the
+  candidates' text, the bucket and the environment, so a second process
+  spends no GPU time on a bucket tuned before. Kernels translated per size
+  are not tuned (said once; the estimate chooses).
 - At each new size the best few candidates by estimate are checked, in
   that order, against eager PyTorch on the first call's inputs at that size
   (`check.choose`, as `efir.compile` checks its choice): the first that
@@ -49,6 +57,7 @@ What is symbolic and what is not, today:
 
 import collections
 import logging
+import os
 import pathlib
 import re
 import shutil
@@ -57,7 +66,7 @@ import time
 
 import torch
 
-from .check import CHECK_TRIES, choose, verifier
+from .check import CHECK_TRIES, Choice, choose, verifier
 from .importer import import_program
 from .program import Args, export
 from .stages import CompileError, Stages, estimate, load, native, timed
@@ -115,6 +124,28 @@ def _line_end(parts):
     return "".join(parts[-6:]).splitlines()[-1][-60:].lstrip() if parts else ""
 
 
+def bucket(sizes):
+    """The size bucket that shares a tuned schedule: each size rounded up to
+    a power of two (1, 2, 3..4, 5..8, ...)."""
+    return tuple(1 << max(0, int(n) - 1).bit_length() for n in sizes)
+
+
+class Tuning:
+    """Schedule tuning for a family: `budget_s` seconds per size bucket;
+    `timer(name, mod, cfg, run)` -> microseconds replaces the GPU timing
+    (tests, under TRITON_INTERPRET=1); `cache` an `efir.tune.Cache` (default:
+    the user's tuning cache)."""
+
+    def __init__(self, budget_s, timer=None, cache=None):
+        self.budget_s, self.timer, self.cache = float(budget_s), timer, cache
+
+
+Kernels = collections.namedtuple("Kernels", "module source program config")
+Kernels.__doc__ = """What runs at one size: the loaded `module`, its `source`, the
+candidate's name (`program`) and its schedule (`config`: a tuned schedule,
+or None for the module's DEFAULT_CONFIG)."""
+
+
 def instantiate(text, sizes):
     """`text` with each symbol k replaced by the static extent sizes[k]."""
     for k, n in enumerate(sizes):
@@ -132,12 +163,14 @@ class Family:
     else each new size is translated and loaded on first use (`module`).
     Each size's choice is kept (the `max_sizes` most recent)."""
 
-    def __init__(self, make, sizes, candidates, quiet, max_sizes=64):
+    def __init__(self, make, sizes, candidates, quiet, max_sizes=64, tuning=None):
         self.sizes0 = tuple(int(s) for s in sizes)
         self.kernels = collections.OrderedDict()
         self.max_sizes = max_sizes
         self.translations = 0
-        self.stats = {"stages": {}, "diagnostics": [], "translations": 0, "sizes": [], "rejected": {}}
+        self.tuning = tuning
+        self.tuned = {}  # bucket -> (candidate, schedule, time_us, cached) or None (tuning failed)
+        self.stats = {"stages": {}, "diagnostics": [], "translations": 0, "sizes": [], "rejected": {}, "tuned": {}}
         self._nat = native()
         stages = self.stats["stages"]
 
@@ -192,26 +225,37 @@ class Family:
         log.info("efir: the family's kernels are symbolic: %d candidate(s) translated once for every size", len(programs))
         return programs
 
-    def module(self, sizes, verify=None):
-        """`(module, source, program)`: the loaded kernels for `sizes`,
-        translated on first use: the CHECK_TRIES best candidates by static
-        estimate at those sizes, the first that passes `verify(module,
-        program)` (`check.choose`; None: no check) kept."""
+    def _loaded_symbolic(self, name, source):
+        if name not in self._loaded:
+            self._loaded[name] = load(f"family-{name}.py", source)
+        return self._loaded[name]
+
+    def module(self, sizes, verify=None, measure=None):
+        """The `Kernels` for `sizes`, translated on first use: the
+        CHECK_TRIES best candidates by static estimate at those sizes, the
+        first that passes `verify(module, program)` (`check.choose`; None:
+        no check) kept. With `tuning` and symbolic kernels, `measure()`
+        gives this call's (program inputs, expected outputs), on which the
+        first size of each bucket is tuned (`_tune`)."""
         sizes = tuple(int(s) for s in sizes)
         got = self.kernels.get(sizes)
         if got is not None:
             self.kernels.move_to_end(sizes)
             return got
         if self.symbolic is not None:
+            if self.tuning is not None and measure is not None:
+                tuned = self._tuned(bucket(sizes), measure)
+                if tuned is not None:
+                    name, cfg = tuned[0], tuned[1]
+                    source = dict(self.symbolic)[name]
+                    return self._keep(sizes, Choice(name, source, self._loaded_symbolic(name, source), []), cfg)
             # The symbolic kernels: only the check at this size.
-            def loaded(name, source):
-                if name not in self._loaded:
-                    self._loaded[name] = load(f"family-{name}.py", source)
-                return self._loaded[name]
-
             programs = self.symbolic if verify is not None else self.symbolic[:1]
-            choice = choose(programs, loaded, verify, what=f"family at sizes {sizes}: ")
+            choice = choose(programs, self._loaded_symbolic, verify, what=f"family at sizes {sizes}: ")
             return self._keep(sizes, choice)
+        if self.tuning is not None and not self.stats.get("untuned_why"):
+            self.stats["untuned_why"] = "kernels translated per size are not tuned"
+            log.info("efir: the family's kernels are translated per size and not tuned (the static estimate chooses)")
         work = _tmp()
         try:
             tools = Stages(work, self._nat, self.stats["diagnostics"])
@@ -227,23 +271,80 @@ class Family:
         log.info("efir: family translated for sizes %s in %.3f s (@%s)", sizes, dt, choice.program)
         return self._keep(sizes, choice)
 
-    def _keep(self, sizes, choice):
-        """Keep `choice` for `sizes` (the `max_sizes` most recent)."""
+    def _tuned(self, b, measure):
+        """The (candidate, schedule, time_us, cached) tuned for bucket `b`,
+        tuned now on `measure()`'s inputs where neither this family nor the
+        cache has it; None where tuning found no correct schedule (the
+        estimate's choice, checked, is used for the bucket instead)."""
+        if b in self.tuned:
+            return self.tuned[b]
+        from . import tune as _t
+
+        t = self.tuning
+        names = [n for n, _ in self.symbolic]
+        key = _t.cache_key(f"efir.family bucket {list(b)}\n{self.candidates}", _t.environment(), len(names))
+        cache = t.cache if t.cache is not None else _t.Cache()
+        try:
+            hit = cache.get(key)
+            if hit is not None and hit["candidate"] in names:
+                got = (hit["candidate"], hit["schedule"], hit["time_us"], True)
+                log.info("efir: family bucket %s: tuned before (cache): @%s %s", b, got[0], _t.schedule_text(got[1]))
+            else:
+                got = self._tune_now(b, measure, _t)
+                if got is not None:
+                    cache.put(key, got[0], got[1], got[2], {"env": _t.environment(), "family_bucket": list(b)})
+        finally:
+            if t.cache is None:
+                cache.close()
+        self.tuned[b] = got
+        self.stats["tuned"][b] = None if got is None else {"candidate": got[0], "config": got[1], "time_us": got[2], "cached": got[3]}
+        return got
+
+    def _tune_now(self, b, measure, _t):
+        import torch
+
+        cuda = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
+        if not cuda and self.tuning.timer is None:
+            log.info("efir: family bucket %s not tuned: no CUDA device", b)
+            return None
+        inputs, expected = measure()
+        device = "cuda" if cuda else "cpu"
+        inputs = [x.detach().to(device) for x in inputs]
+        expected = [o.detach().float().cpu() for o in expected]
+        t0 = time.time()
+        with tempfile.TemporaryDirectory(prefix="efir-family-tune-") as d:
+            cands = []
+            for i, (name, source) in enumerate(self.symbolic):
+                path = pathlib.Path(d) / f"cand{i}.py"
+                path.write_text(source)
+                cands.append((name, path, self._loaded_symbolic(name, source), source))
+            res = _t.tune_modules(cands, inputs, expected, self.tuning.budget_s, timer=self.tuning.timer, cuda=cuda)
+        if res["name"] is None:
+            first = res["failures"][0] if res["failures"] else "nothing was measured"
+            log.info("efir: family bucket %s: tuning found no correct schedule (first failure: %s); the static estimate chooses", b, first)
+            return None
+        log.info("efir: family bucket %s tuned in %.1f s: @%s %s, %.1f us", b, time.time() - t0, res["name"], _t.schedule_text(res["config"]), res["time_us"])
+        return (res["name"], res["config"], res["time_us"], False)
+
+    def _keep(self, sizes, choice, config=None):
+        """Keep `choice` (run at `config`) for `sizes` (the `max_sizes` most
+        recent)."""
         if choice.rejected:
             self.stats["rejected"][sizes] = choice.rejected
         self.stats["sizes"].append(sizes)
-        self.kernels[sizes] = (choice.module, choice.source, choice.program)
+        self.kernels[sizes] = Kernels(choice.module, choice.source, choice.program, config)
         while len(self.kernels) > self.max_sizes:
             self.kernels.popitem(last=False)
         return self.kernels[sizes]
 
 
-def build(make, sizes, candidates, quiet, max_sizes=64):
+def build(make, sizes, candidates, quiet, max_sizes=64, tuning=None):
     """A `Family` (the program saturated and compacted once with symbolic
-    extents, the kernels of the `max_sizes` most recent sizes kept);
-    CompileError when a dim cannot be symbolic."""
+    extents, the kernels of the `max_sizes` most recent sizes kept, tuned
+    per size bucket with `tuning`); CompileError when a dim cannot be
+    symbolic."""
     try:
-        return Family(make, sizes, candidates, quiet, max_sizes=max_sizes)
+        return Family(make, sizes, candidates, quiet, max_sizes=max_sizes, tuning=tuning)
     except StaticDim as e:
         raise CompileError(f"dynamic dims stay static: {e}") from None
     except CompileError as e:
@@ -251,12 +352,27 @@ def build(make, sizes, candidates, quiet, max_sizes=64):
         raise CompileError(f"dynamic dims stay static: the symbolic program does not compile: {first}", diagnostic=e.diagnostic, code=e.code) from None
 
 
-def compile_family(module, inputs, where, candidates, config, quiet):
+def measurer(reference, args, program_inputs):
+    """`measure()` for `Family.module`: the program's inputs for this call
+    and `reference(*args)`'s outputs (eager PyTorch) as a list."""
+
+    def measure():
+        with torch.no_grad():
+            out = reference(*args)
+        return program_inputs, list(out) if isinstance(out, (tuple, list)) else [out]
+
+    return measure
+
+
+def compile_family(module, inputs, where, candidates, config, quiet, tuning=None):
     """`efir.compile(module, inputs, ..., dynamic=...)`: one `Family` for
     every size of the dynamic dims (`where`: each size's (input index, dim)
     places); at each new size the candidates are checked against `module`
-    run eagerly on that call's inputs (`check.choose`)."""
-    fam = build(lambda sizes: (module, resized(inputs, where, sizes)), sizes_of(inputs, where), candidates, quiet)
+    run eagerly on that call's inputs (`check.choose`), or, with `tuning`
+    (and no `config`), the first size of each bucket tuned on them."""
+    if config is not None:
+        tuning = None  # the user's schedule is used at every size
+    fam = build(lambda sizes: (module, resized(inputs, where, sizes)), sizes_of(inputs, where), candidates, quiet, tuning=tuning)
 
     def run(*user):
         if len(user) != fam.args.n_user:
@@ -265,9 +381,9 @@ def compile_family(module, inputs, where, candidates, config, quiet):
             if not isinstance(u, torch.Tensor):
                 raise TypeError(f"input {i} is a {type(u).__name__}, not a torch.Tensor")
         verify = verifier(module, user, fam.args, config)
-        mod, source, program = fam.module(sizes_of(user, where), verify=verify)
-        run.module, run.source = mod, source
-        return mod.run(*fam.args(user), config=config)
+        k = fam.module(sizes_of(user, where), verify=verify, measure=measurer(module, user, fam.args(user)))
+        run.module, run.source = k.module, k.source
+        return k.module.run(*fam.args(user), config=config if config is not None else k.config)
 
     run.family = fam
     run.module = run.source = None
@@ -291,9 +407,18 @@ def report(fam):
         lines.append(f"kernels: symbolic, translated once ({len(fam.symbolic)} candidate(s)); sizes run: {len(fam.stats['sizes'])} ({seen})")
     else:
         lines.append(f"kernels per size ({fam.stats.get('per_size_why')}); sizes translated: {fam.translations} ({seen})")
-    for sizes, (mod, source, program) in list(fam.kernels.items())[-4:]:
-        e = estimate(source)
-        lines.append(f"  {sizes}: @{program}, {e.get('kernels')} kernel(s), estimate {e.get('time_us', float('nan')):.3f} us")
+    if fam.tuning is not None:
+        done = {b: t for b, t in fam.tuned.items() if t is not None}
+        why = fam.stats.get("untuned_why")
+        lines.append(f"tuning: {why}" if why else f"tuning: per size bucket ({fam.tuning.budget_s:g} s each); buckets tuned: {len(done)} of {len(fam.tuned)}")
+    for sizes, k in list(fam.kernels.items())[-4:]:
+        e = estimate(k.source)
+        line = f"  {sizes}: @{k.program}, {e.get('kernels')} kernel(s), estimate {e.get('time_us', float('nan')):.3f} us"
+        tuned = fam.tuned.get(bucket(sizes)) if fam.tuning is not None else None
+        if tuned is not None and k.config is not None:
+            sched = " ".join(f"{n}={v}" for n, v in sorted(k.config.items()))
+            line += f", tuned for sizes up to {bucket(sizes)}: {sched}, {tuned[2]:.1f} us" + (" (cache)" if tuned[3] else "")
+        lines.append(line)
         for name, why in fam.stats["rejected"].get(sizes, []):
             lines.append(f"    rejected @{name}: {why}")
     return "\n".join(lines) + "\n"

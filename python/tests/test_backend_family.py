@@ -233,3 +233,60 @@ def test_candidates_the_translator_refuses_symbolically_are_translated_per_size(
     assert seen == [True, False, False, False], seen
     assert not f.family.symbolic_kernels and f.family.translations == 3
     assert "E0801" in f.stats["per_size_why"] and "sizes translated: 3" in f.report()
+
+
+def test_bucket():
+    assert [F.bucket((n,)) for n in (1, 2, 3, 4, 5, 8, 9, 17)] == [(1,), (2,), (4,), (4,), (8,), (8,), (16,), (32,)]
+    assert F.bucket((3, 64)) == (4, 64)
+
+
+def test_family_tunes_once_per_size_bucket_and_caches(saturations, tmp_path):
+    """With tuning (a fake timer under TRITON_INTERPRET=1, in place of the
+    GPU): the first call in each power-of-two bucket of the batch tunes the
+    family's symbolic candidates on that call's inputs, the bucket's other
+    sizes reuse the choice, every result equals eager, and a second family
+    of the same program finds every bucket in the cache (nothing timed)."""
+    from efir import tune as T
+
+    torch.manual_seed(0)
+    m = Mlp().eval()
+    timed = []
+
+    def timer(name, mod, cfg, run):
+        timed.append((name, dict(cfg)))
+        return 10.0 + cfg.get("num_warps", 4)  # fewer warps is faster
+
+    cache = T.Cache(tmp_path / "tune.sqlite")
+    where = F.parse_dynamic({"batch": (0, 0)}, (torch.randn(4, 16),))
+    f = F.compile_family(m, (torch.randn(4, 16),), where, 2, None, True, tuning=F.Tuning(5.0, timer=timer, cache=cache))
+    assert f.family.symbolic_kernels
+    per_call = []
+    for b in (3, 4, 7, 3, 8, 1):
+        before = len(timed)
+        x = torch.randn(b, 16)
+        assert torch.allclose(f(x), m(x), atol=1e-5), b
+        per_call.append(len(timed) - before)
+    # buckets 4 (3, 4), 8 (7, 8) and 1: tuned at their first size only
+    assert [n > 0 for n in per_call] == [True, False, True, False, False, True], per_call
+    assert sorted(f.family.tuned) == [(1,), (4,), (8,)]
+    for b, got in f.family.tuned.items():
+        name, cfg, t, cached = got
+        default = f.family._loaded[name].DEFAULT_CONFIG
+        assert not cached and t == 10.0 + cfg.get("num_warps", 4) and cfg.get("num_warps", 4) <= default.get("num_warps", 4), (b, got)
+    k = f.family.kernels[(8,)]
+    assert k.config == f.family.tuned[(8,)][1] and k.program == f.family.tuned[(8,)][0]
+    assert "tuning: per size bucket" in f.report() and "tuned for sizes up to (8,)" in f.report()
+    # a second family of the same program: every bucket from the cache
+    timed.clear()
+    g = F.compile_family(m, (torch.randn(4, 16),), where, 2, None, True, tuning=F.Tuning(5.0, timer=timer, cache=cache))
+    for b in (3, 7, 1):
+        x = torch.randn(b, 16)
+        assert torch.allclose(g(x), m(x), atol=1e-5), b
+    assert not timed and all(t[3] for t in g.family.tuned.values()) and "(cache)" in g.report()
+    # a user's schedule is used at every size: no tuning
+    timed.clear()
+    cfg = dict(f.family.kernels[(8,)].module.DEFAULT_CONFIG)
+    u = F.compile_family(m, (torch.randn(4, 16),), where, 2, cfg, True, tuning=F.Tuning(5.0, timer=timer, cache=cache))
+    x = torch.randn(5, 16)
+    assert torch.allclose(u(x), m(x), atol=1e-5)
+    assert not timed and u.family.tuning is None
