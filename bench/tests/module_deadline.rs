@@ -29,11 +29,19 @@ fn compact_time_limit_is_one_deadline_for_the_module() {
     let module: String = (0..3)
         .map(|i| saturated.replace("@rmsnorm_swiglu(", &format!("@f{i}(")))
         .collect();
-    let limit = 0.5;
-    // (Parsing, verifying and printing alone, to subtract.)
-    let t = Instant::now();
-    efir_driver::run_case(&module, &reg, &[], PrintOptions::default()).expect("pipeline");
-    let io = t.elapsed().as_secs_f64();
+    // A limit long beside the fixed costs and the noise of a loaded
+    // machine (a debug build; CI shares 2 cores): one limit is 1 s, a limit
+    // per function would be 3 s.
+    let limit = 1.0;
+    // (Parsing, verifying and printing alone, to subtract: the fastest of
+    // two runs.)
+    let io = (0..2)
+        .map(|_| {
+            let t = Instant::now();
+            efir_driver::run_case(&module, &reg, &[], PrintOptions::default()).expect("pipeline");
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min);
     let t = Instant::now();
     let out = efir_driver::run_case(
         &module,
