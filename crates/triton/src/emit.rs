@@ -194,6 +194,11 @@ struct KernelEmitter<'p, 'a> {
     /// the sub-blocks of a loop inside a grid tile (see
     /// [`KernelEmitter::collect_sub_loop`]), and the block variable.
     sub_block: HashMap<String, String>,
+    /// 16-bit block variables computed in the kernel by rounding an f32
+    /// one (a matmul's result): that f32 variable. A widening cast of such
+    /// a variable reads the f32 one instead (see
+    /// [`KernelEmitter::emit_pointwise`]).
+    unrounded: HashMap<String, String>,
 }
 
 /// One load, store or matmul of a kernel, per program: element sizes (block
@@ -335,6 +340,7 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             heavy: None,
             pad16: Default::default(),
             sub_block: HashMap::new(),
+            unrounded: HashMap::new(),
         }
     }
 

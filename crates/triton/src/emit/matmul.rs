@@ -168,7 +168,18 @@ impl KernelEmitter<'_, '_> {
             return self.result(v, lay, format!("({acc}).to({})", tl_dtype(dt)), outer);
         }
         let (e, depth) = self.matmul_product(v, &la, &lb, lay, None)?;
-        self.result(v, lay, format!("({e}).to({})", tl_dtype(dt)), depth)
+        if !matches!(dt, DType::F16 | DType::BF16) {
+            return self.result(v, lay, format!("({e}).to({})", tl_dtype(dt)), depth);
+        }
+        // The f32 product is kept beside its rounding, for a widening cast
+        // that reads the result (see [`KernelEmitter::emit_pointwise`]).
+        let w = self.fresh("w");
+        self.line(depth, format!("{w} = {e}"));
+        let y = self.result(v, lay, format!("({w}).to({})", tl_dtype(dt)), depth)?;
+        if let Val::T(b) = &y {
+            self.unrounded.insert(b.var.clone(), w);
+        }
+        Ok(y)
     }
 
     /// The fp32 product of the operands of matmul `v` in the given tilings

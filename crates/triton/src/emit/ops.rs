@@ -182,6 +182,19 @@ impl KernelEmitter<'_, '_> {
             vars.push(args.last().cloned().unwrap_or_default());
         }
         let dt = rt.as_tensor().ok_or("expected a tensor")?.dtype;
+        // A 16-bit value that the kernel rounded from f32 (a matmul's
+        // result) and widens again is read before its rounding: the
+        // intermediate stays f32 inside the kernel, as Inductor keeps it
+        // (more accurate, not less; a matrix product that takes the widened
+        // value rounds it to 16 bits again, as before). Attention's scores
+        // (Q·K^T in f16, then f32 for the softmax) skip two conversions per
+        // element.
+        if name == "ew.cast" && matches!(dt, DType::F32 | DType::F64) && us[0].0 == rank {
+            if let Some(w) = self.unrounded.get(&vars[0]).cloned() {
+                args[0] = w.clone();
+                vars[0] = w;
+            }
+        }
         let e = pointwise(name, &op.attrs, &args, dt)?;
         let y = self.result(v, lay, e, depth)?;
         if let Val::T(b) = &y {
