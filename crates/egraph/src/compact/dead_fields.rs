@@ -279,9 +279,8 @@ impl<'a> Enumerator<'a> {
 
 /// How an e-node reads the fields of its tuple operands.
 pub(super) fn field_use(eg: &EGraph, n: &SymbolLang) -> FieldUse {
-    let attrs = node_attrs(eg, n);
     let attr = |k: &str| {
-        attrs
+        node_attrs(eg, n)
             .iter()
             .find(|(a, _)| a == k)
             .map(|(_, v)| v.to_string())

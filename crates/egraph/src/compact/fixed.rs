@@ -2,10 +2,10 @@
 //! one key (or one outcome over its frontier), which `early` resolves with
 //! one option.
 
-use super::fixpoint::{agree_bottom_up, readers_of, sweep_to_fixpoint};
+use super::fixpoint::{agree_bottom_up, readers_of, sweep_to_fixpoint, Readers};
 use super::index::Enumerator;
 use super::kinds::Kind;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// The outcome of a realization in [`Enumerator::frontier_fixed`]:
 /// whether it ends a pointwise region, and its symbolic key.
@@ -37,23 +37,26 @@ pub(super) enum Term {
 /// regions among them.
 #[derive(Default)]
 pub(super) struct Terms {
-    pub(super) ids: HashMap<Vec<u64>, u64>,
+    pub(super) ids: FxHashMap<Vec<u64>, u64>,
     pub(super) inputs: Vec<Vec<u64>>,
+    /// The lookup buffer.
+    buf: Vec<u64>,
 }
 
 impl Terms {
     /// The number of the term `what` over `parts`, with the inputs of the
     /// region it ends (if it ends one).
     pub(super) fn get(&mut self, what: Term, parts: &[u64], inputs: Option<Vec<u64>>) -> u64 {
-        let mut v = Vec::with_capacity(1 + parts.len());
-        v.push(what as u64);
-        v.extend_from_slice(parts);
-        let n = self.ids.len() as u64;
-        let id = *self.ids.entry(v).or_insert(n);
-        if id == n {
-            self.inputs.push(inputs.unwrap_or_default());
+        self.buf.clear();
+        self.buf.push(what as u64);
+        self.buf.extend_from_slice(parts);
+        if let Some(id) = self.ids.get(self.buf.as_slice()) {
+            return *id;
         }
-        id
+        let n = self.ids.len() as u64;
+        self.ids.insert(self.buf.clone(), n);
+        self.inputs.push(inputs.unwrap_or_default());
+        n
     }
 
     pub(super) fn inputs(&self, t: u64) -> &[u64] {
@@ -61,13 +64,37 @@ impl Terms {
     }
 }
 
-/// The key of a fixed class, and the inputs of the region it ends, if any.
-pub(super) type FixedKey = Option<(u32, Option<Vec<u32>>)>;
+/// The key of a fixed class, and the inputs of the region it ends, if any
+/// (their number in [`Regions`]).
+pub(super) type FixedKey = Option<(u32, Option<u32>)>;
+
+/// The inputs of regions, interned (equal numbers for equal inputs).
+#[derive(Default)]
+pub(super) struct Regions {
+    numbers: FxHashMap<Vec<u32>, u32>,
+    inputs: Vec<Vec<u32>>,
+}
+
+impl Regions {
+    fn number(&mut self, inputs: &[u32]) -> u32 {
+        if let Some(r) = self.numbers.get(inputs) {
+            return *r;
+        }
+        let r = self.inputs.len() as u32;
+        self.numbers.insert(inputs.to_vec(), r);
+        self.inputs.push(inputs.to_vec());
+        r
+    }
+
+    pub(super) fn inputs(&self, r: u32) -> &[u32] {
+        &self.inputs[r as usize]
+    }
+}
 
 impl<'a> Enumerator<'a> {
     /// The classes that read each class (an option has it as an operand),
     /// each once.
-    pub(super) fn readers(&self) -> Vec<Vec<u32>> {
+    pub(super) fn readers(&self) -> Readers {
         readers_of(&self.kids)
     }
 
@@ -89,9 +116,12 @@ impl<'a> Enumerator<'a> {
     /// fixed class's value has no other kind of producer). And a completion
     /// never has a choice to make for a fixed class, so whether one is
     /// resolved yet is not context.
-    pub(super) fn fixed_options(&mut self) -> (Vec<Option<u16>>, Vec<FixedKey>) {
+    pub(super) fn fixed_options(
+        &mut self,
+        parents: &Readers,
+    ) -> (Vec<Option<u16>>, Vec<FixedKey>, Regions) {
         let n = self.ids.len();
-        let parents = self.readers();
+        let mut regions = Regions::default();
         let mut other_op = vec![false; n];
         for c in 0..n {
             for j in 0..self.options[c].len() {
@@ -113,7 +143,7 @@ impl<'a> Enumerator<'a> {
         loop {
             // Greatest set closed under "every option is a leaf, a view or
             // pointwise over candidates (or an invalid materialization)".
-            sweep_to_fixpoint(n, &parents, |c| {
+            sweep_to_fixpoint(n, parents, |c| {
                 if !cand[c] {
                     return false;
                 }
@@ -141,7 +171,7 @@ impl<'a> Enumerator<'a> {
             // Keys bottom up (least fixed point): an option counts once its
             // operands have keys; every counted option must agree.
             let mut inputs: Vec<u32> = Vec::new();
-            let keyed = agree_bottom_up(&parents, &cand, &options, |c, j, key: &[FixedKey]| {
+            let keyed = agree_bottom_up(parents, &cand, &options, |c, j, key: &[FixedKey]| {
                 if matches!(self.kind[c][j], Kind::Materialize(_)) {
                     return None;
                 }
@@ -152,16 +182,14 @@ impl<'a> Enumerator<'a> {
                     c,
                     j,
                     |x| {
-                        let (k, r) = key[x as usize].as_ref().expect("operands are keyed");
-                        (*k, r.as_deref())
+                        let (k, r) = key[x as usize].expect("operands are keyed");
+                        (k, r.map(|r| regions.inputs(r)))
                     },
                     &mut inputs,
                 );
                 let region = match self.kind[c][j] {
-                    Kind::View => key[self.kids[c][j][0] as usize]
-                        .as_ref()
-                        .and_then(|(_, r)| r.clone()),
-                    Kind::Pointwise(_) => Some(inputs.clone()),
+                    Kind::View => key[self.kids[c][j][0] as usize].and_then(|(_, r)| r),
+                    Kind::Pointwise(_) => Some(regions.number(&inputs)),
                     _ => None,
                 };
                 Some((k, region))
@@ -176,7 +204,7 @@ impl<'a> Enumerator<'a> {
                     .zip(&cand)
                     .map(|(k, c)| if *c { k } else { None })
                     .collect();
-                return (picks, keys);
+                return (picks, keys, regions);
             }
         }
     }
@@ -212,9 +240,10 @@ impl<'a> Enumerator<'a> {
         &self,
         fixed: &[Option<u16>],
         keys: &[FixedKey],
+        regions: &Regions,
+        parents: &Readers,
     ) -> Vec<Option<u16>> {
         let n = self.ids.len();
-        let parents = self.readers();
         // Candidates: not fixed, and every option that organizes a value
         // does so for a value with one organization (so the rule never
         // excludes it).
@@ -231,7 +260,7 @@ impl<'a> Enumerator<'a> {
         let options: Vec<usize> = self.options.iter().map(Vec::len).collect();
         loop {
             let mut terms = Terms::default();
-            let outcomes = agree_bottom_up(&parents, &cand, &options, |c, j, out| {
+            let outcomes = agree_bottom_up(parents, &cand, &options, |c, j, out| {
                 // What each operand contributes: a candidate's outcome once
                 // known, a fixed class's key (and its region's inputs), a
                 // frontier class itself.
@@ -240,19 +269,17 @@ impl<'a> Enumerator<'a> {
                     let x = x as usize;
                     let p = if cand[x] {
                         out[x]?
-                    } else if let Some((k, r)) = &keys[x] {
+                    } else if let Some((k, r)) = keys[x] {
                         match r {
                             Some(r) => {
-                                let inputs: Vec<u64> = r
+                                let inputs: Vec<u64> = regions
+                                    .inputs(r)
                                     .iter()
                                     .map(|k| terms.get(Term::Key, &[u64::from(*k)], None))
                                     .collect();
-                                (
-                                    true,
-                                    terms.get(Term::Region, &[u64::from(*k)], Some(inputs)),
-                                )
+                                (true, terms.get(Term::Region, &[u64::from(k)], Some(inputs)))
                             }
-                            None => (false, terms.get(Term::Key, &[u64::from(*k)], None)),
+                            None => (false, terms.get(Term::Key, &[u64::from(k)], None)),
                         }
                     } else {
                         (false, terms.get(Term::Frontier, &[x as u64], None))
@@ -331,9 +358,10 @@ impl<'a> Enumerator<'a> {
             self.opaque = vec![false; n];
             return;
         }
-        let (fixed, keys) = self.fixed_options();
+        let parents = self.readers();
+        let (fixed, keys, regions) = self.fixed_options(&parents);
         self.opaque = fixed.iter().map(Option::is_some).collect();
-        let frontier = self.frontier_fixed(&fixed, &keys);
+        let frontier = self.frontier_fixed(&fixed, &keys, &regions, &parents);
         self.fixed = (0..n).map(|c| fixed[c].or(frontier[c])).collect();
     }
 }

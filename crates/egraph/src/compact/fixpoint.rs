@@ -26,21 +26,50 @@ pub(super) fn agree<T: PartialEq>(
     }
 }
 
+/// The classes that read each class (see [`readers_of`]), as ranges of
+/// one array.
+pub(super) struct Readers {
+    start: Vec<u32>,
+    list: Vec<u32>,
+}
+
+impl Readers {
+    /// The classes that read class `c`, in increasing order.
+    pub(super) fn of(&self, c: usize) -> &[u32] {
+        &self.list[self.start[c] as usize..self.start[c + 1] as usize]
+    }
+}
+
 /// The classes that read each class, given each class's options' operands
 /// (`kids[c][j]`), each reader once.
-pub(super) fn readers_of(kids: &[Vec<Vec<u32>>]) -> Vec<Vec<u32>> {
-    let mut out: Vec<Vec<u32>> = vec![Vec::new(); kids.len()];
+pub(super) fn readers_of(kids: &[Vec<Vec<u32>>]) -> Readers {
+    let n = kids.len();
+    // Each reader `c` of `k` once: `last[k]` is the last one seen.
+    let mut last = vec![u32::MAX; n];
+    let mut start = vec![0u32; n + 1];
     for (c, opts) in kids.iter().enumerate() {
-        for ks in opts {
-            for &k in ks {
-                let r = &mut out[k as usize];
-                if r.last() != Some(&(c as u32)) {
-                    r.push(c as u32);
-                }
+        for &k in opts.iter().flatten() {
+            if std::mem::replace(&mut last[k as usize], c as u32) != c as u32 {
+                start[k as usize + 1] += 1;
             }
         }
     }
-    out
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    last.fill(u32::MAX);
+    let mut fill: Vec<u32> = start[..n].to_vec();
+    let mut list = vec![0u32; start[n] as usize];
+    for (c, opts) in kids.iter().enumerate() {
+        for &k in opts.iter().flatten() {
+            if std::mem::replace(&mut last[k as usize], c as u32) != c as u32 {
+                let f = &mut fill[k as usize];
+                list[*f as usize] = c as u32;
+                *f += 1;
+            }
+        }
+    }
+    Readers { start, list }
 }
 
 /// Run `eval` over classes `0..n` to a fixed point with the result of
@@ -52,17 +81,35 @@ pub(super) fn readers_of(kids: &[Vec<Vec<u32>>]) -> Vec<Vec<u32>> {
 /// own state and its operands', and change nothing when none of those
 /// changed since its last call. Plain sweeps were quadratic on long chains
 /// whose readers come before their operands (one sweep per link).
-pub(super) fn sweep_to_fixpoint(
-    n: usize,
-    parents: &[Vec<u32>],
-    mut eval: impl FnMut(usize) -> bool,
-) {
+pub(super) fn sweep_to_fixpoint(n: usize, parents: &Readers, mut eval: impl FnMut(usize) -> bool) {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
-    let mut now: BinaryHeap<Reverse<u32>> = (0..n as u32).map(Reverse).collect();
-    let mut in_now = vec![true; n];
+    let mut now: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
+    let mut in_now = vec![false; n];
     let mut next: Vec<u32> = Vec::new();
     let mut in_next = vec![false; n];
+    // The first sweep, in order: a reader after `c` is evaluated later in
+    // it anyway.
+    for c in 0..n {
+        if !eval(c) {
+            continue;
+        }
+        for &p in parents.of(c) {
+            let pu = p as usize;
+            if pu <= c && !in_next[pu] {
+                in_next[pu] = true;
+                next.push(p);
+            }
+        }
+    }
+    if next.is_empty() {
+        return;
+    }
+    for p in next.drain(..) {
+        in_next[p as usize] = false;
+        in_now[p as usize] = true;
+        now.push(Reverse(p));
+    }
     loop {
         while let Some(Reverse(c)) = now.pop() {
             let c = c as usize;
@@ -70,7 +117,7 @@ pub(super) fn sweep_to_fixpoint(
             if !eval(c) {
                 continue;
             }
-            for &p in &parents[c] {
+            for &p in parents.of(c) {
                 let pu = p as usize;
                 if pu > c {
                     if !in_now[pu] {
@@ -123,7 +170,7 @@ pub(super) struct Agreed<T> {
 /// say its operands have none); `options[c]` is how many options class `c`
 /// has. A class's value is its first realizable option's ([`agree`]).
 pub(super) fn agree_bottom_up<T: PartialEq>(
-    parents: &[Vec<u32>],
+    parents: &Readers,
     cand: &[bool],
     options: &[usize],
     mut value: impl FnMut(usize, usize, &[Option<T>]) -> Option<T>,

@@ -6,7 +6,9 @@ use super::canon::{Keys, Scratch, HOLE};
 use super::context::{ContextScratch, COVER_CHECKS};
 use super::dead_fields::{field_use, FieldUse};
 use super::determined::Determined;
-use super::kinds::{node_kind, stateless, stateless_type, Kind};
+use super::kinds::{
+    node_kind, partial_type, stateless, stateless_type, ClassTypes, Kind, TypeTexts,
+};
 use super::limits::Progress;
 use super::memory::Memory;
 use super::order::{numbered_classes, ordered_options};
@@ -16,7 +18,6 @@ use crate::analysis::EGraph;
 use crate::convert::Graph;
 use egg::{Id, SymbolLang};
 use rustc_hash::{FxHashMap, FxHashSet};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Enumerates candidates of one e-graph.
@@ -25,7 +26,7 @@ pub struct Enumerator<'a> {
     pub(super) eg: &'a EGraph,
     pub(super) roots: Vec<u32>,
     pub(super) ids: Vec<Id>,
-    pub(super) index: HashMap<Id, u32>,
+    pub(super) index: FxHashMap<Id, u32>,
     pub(super) options: Vec<Vec<SymbolLang>>,
     pub(super) kids: Vec<Vec<Vec<u32>>>,
     /// How each option of each class enters the canonical form.
@@ -149,9 +150,10 @@ impl<'a> Enumerator<'a> {
             kids,
             kinds,
             values,
+            whole,
         } = space_classes(eg, space);
         let roots = result_classes(g, &index, &options, space)?;
-        let labels = label_options(eg, &ids, &options, &kids, &kinds, &values.keyed);
+        let labels = label_options(eg, &ids, &whole, &options, &kids, &kinds, &values.keyed);
         let mem = Memory::new(eg, &ids, &options, &kids, &roots, labels.forced);
         let kind = labels.kind;
         let (opt_base, total) = option_bases(&options);
@@ -247,11 +249,13 @@ impl<'a> Enumerator<'a> {
 /// from every e-node.
 struct SpaceClasses {
     ids: Vec<Id>,
-    index: HashMap<Id, u32>,
+    index: FxHashMap<Id, u32>,
     options: Vec<Vec<SymbolLang>>,
     kids: Vec<Vec<Vec<u32>>>,
     kinds: Vec<Vec<Kind<String>>>,
     values: ValueClasses,
+    /// Each class's type without parallel state, as text.
+    whole: TypeTexts,
 }
 
 /// The classes of `eg` and their options in `space` (see [`SpaceClasses`]).
@@ -259,16 +263,26 @@ fn space_classes(eg: &EGraph, space: Space) -> SpaceClasses {
     let (ids, index) = numbered_classes(eg);
     let (options, kids) = ordered_options(eg, &ids, &index);
     let keep = view_mask(eg, &ids, &options, &kids, space);
+    let types = ClassTypes::new(eg, &ids);
+    let whole = types.texts(stateless_type);
     let kinds: Vec<Vec<Kind<String>>> = (0..ids.len())
         .map(|c| {
             (0..options[c].len())
-                .map(|j| node_kind(eg, &options[c][j], ids[c], &kids[c][j], &ids))
+                .map(|j| node_kind(eg, &options[c][j], ids[c], &kids[c][j], &ids, whole.get(c)))
                 .collect()
         })
         .collect();
     // Value classes are the values', so they come from every e-node;
     // the options the space leaves are the rest's.
-    let values = value_classes(eg, &ids, &options, &kids, &kinds);
+    let values = value_classes(
+        eg,
+        &ids,
+        &options,
+        &kids,
+        &kinds,
+        &types.texts(partial_type),
+        &whole,
+    );
     let (mut options, mut kids, mut kinds) = (options, kids, kinds);
     if let Some(keep) = &keep {
         for (c, keep) in keep.iter().enumerate() {
@@ -284,6 +298,7 @@ fn space_classes(eg: &EGraph, space: Space) -> SpaceClasses {
         kids,
         kinds,
         values,
+        whole,
     }
 }
 
@@ -291,7 +306,7 @@ fn space_classes(eg: &EGraph, space: Space) -> SpaceClasses {
 /// without options.
 fn result_classes(
     g: &Graph,
-    index: &HashMap<Id, u32>,
+    index: &FxHashMap<Id, u32>,
     options: &[Vec<SymbolLang>],
     space: Space,
 ) -> Result<Vec<u32>, String> {
@@ -395,12 +410,16 @@ struct Labels {
 
 /// Labels numbered in the order they are first seen.
 #[derive(Default)]
-struct LabelNumbers(HashMap<String, u32>);
+struct LabelNumbers(FxHashMap<String, u32>);
 
 impl LabelNumbers {
-    fn id(&mut self, label: String) -> u32 {
+    fn id(&mut self, label: &str) -> u32 {
+        if let Some(i) = self.0.get(label) {
+            return *i;
+        }
         let n = self.0.len() as u32;
-        *self.0.entry(label).or_insert(n)
+        self.0.insert(label.to_string(), n);
+        n
     }
 
     /// The text of each label, by number.
@@ -420,33 +439,45 @@ impl LabelNumbers {
 fn label_options(
     eg: &EGraph,
     ids: &[Id],
+    whole: &TypeTexts,
     options: &[Vec<SymbolLang>],
     kids: &[Vec<Vec<u32>>],
     kinds: &[Vec<Kind<String>>],
     keyed_value: &[u32],
 ) -> Labels {
+    use std::fmt::Write;
     let mut labels = LabelNumbers::default();
+    let mut text = String::new();
     let label: Vec<Vec<u32>> = kinds
         .iter()
         .enumerate()
         .map(|(c, ks)| {
             ks.iter()
-                .map(|k| {
-                    labels.id(match k {
-                        Kind::Pointwise(t) | Kind::Op(t) => format!("k{}|{t}", keyed_value[c]),
-                        Kind::Materialize(t) => t.clone(),
-                        Kind::View | Kind::Loop(_) => String::new(),
-                    })
+                .map(|k| match k {
+                    Kind::Pointwise(t) | Kind::Op(t) => {
+                        text.clear();
+                        let _ = write!(text, "k{}|{t}", keyed_value[c]);
+                        labels.id(&text)
+                    }
+                    Kind::Materialize(t) => labels.id(t),
+                    Kind::View | Kind::Loop(_) => labels.id(""),
                 })
                 .collect()
         })
         .collect();
-    let stores = store_labels(eg, ids, options, kinds, &mut labels);
-    let root_store: Vec<u32> = ids
-        .iter()
-        .map(|id| labels.id(format!("materialize|{}", stateless_type(eg[*id].data.ty()))))
-        .collect();
-    let forced = labels.id("forced-store".into());
+    // The label of a materialization of each distinct type text (made
+    // when first needed, so numbered as if made for each class).
+    let mut store_of: Vec<Option<u32>> = Vec::new();
+    let mut store = |c: usize, labels: &mut LabelNumbers| {
+        let t = whole.number(c) as usize;
+        if store_of.len() <= t {
+            store_of.resize(t + 1, None);
+        }
+        *store_of[t].get_or_insert_with(|| labels.id(&format!("materialize|{}", whole.get(c))))
+    };
+    let stores = store_labels(eg, ids, options, kinds, &mut labels, &mut store);
+    let root_store: Vec<u32> = (0..options.len()).map(|c| store(c, &mut labels)).collect();
+    let forced = labels.id("forced-store");
     Labels {
         kind: labelled_kinds(options, kids, kinds, &label),
         stores,
@@ -465,10 +496,11 @@ fn store_labels(
     options: &[Vec<SymbolLang>],
     kinds: &[Vec<Kind<String>>],
     labels: &mut LabelNumbers,
+    store: &mut impl FnMut(usize, &mut LabelNumbers) -> u32,
 ) -> Vec<Vec<Option<u32>>> {
     (0..ids.len())
         .map(|c| {
-            let ty = eg[ids[c]].data.ty();
+            let ty = || eg[ids[c]].data.ty();
             (0..options[c].len())
                 .map(|j| {
                     let op = options[c][j].op.as_str();
@@ -477,8 +509,7 @@ fn store_labels(
                         "tile.matmul" | "tensor.matmul" | "tensor.reduce" | "par.reduce"
                     ) || (op == "par.combine"
                         && matches!(kinds[c][j], Kind::Op(_)));
-                    (structural && stateless(ty))
-                        .then(|| labels.id(format!("materialize|{}", stateless_type(ty))))
+                    (structural && stateless(ty())).then(|| store(c, labels))
                 })
                 .collect()
         })

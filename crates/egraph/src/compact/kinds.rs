@@ -5,6 +5,7 @@ use crate::analysis::EGraph;
 use crate::convert::node_attrs;
 use efir_ir::AxisState;
 use egg::{Id, SymbolLang};
+use rustc_hash::FxHashMap;
 
 /// How an e-node enters the canonical form, with its label `L`: the text
 /// [`node_kind`] gives, then its interned number, which names its value
@@ -73,6 +74,81 @@ pub(super) fn stateless_type(ty: Option<&efir_ir::Type>) -> String {
     .unwrap_or_default()
 }
 
+/// Each class's type, numbered (equal numbers for equal types).
+pub(super) struct ClassTypes<'g> {
+    of: Vec<u32>,
+    types: Vec<Option<&'g efir_ir::Type>>,
+}
+
+impl<'g> ClassTypes<'g> {
+    /// The types of the classes `ids`.
+    pub(super) fn new(eg: &'g EGraph, ids: &[Id]) -> ClassTypes<'g> {
+        let mut seen: FxHashMap<Option<&efir_ir::Type>, u32> = FxHashMap::default();
+        let mut types = Vec::new();
+        // (Neighbouring classes often have one type: compared before
+        // hashing.)
+        let mut last: Option<(Option<&efir_ir::Type>, u32)> = None;
+        let of = ids
+            .iter()
+            .map(|id| {
+                let ty = eg[*id].data.ty();
+                if let Some((t, n)) = last {
+                    if t == ty {
+                        return n;
+                    }
+                }
+                let n = *seen.entry(ty).or_insert_with(|| {
+                    types.push(ty);
+                    types.len() as u32 - 1
+                });
+                last = Some((ty, n));
+                n
+            })
+            .collect();
+        ClassTypes { of, types }
+    }
+
+    /// `text` of each class's type, made once per distinct type.
+    pub(super) fn texts(&self, text: impl Fn(Option<&efir_ir::Type>) -> String) -> TypeTexts {
+        let mut numbers: FxHashMap<String, u32> = FxHashMap::default();
+        let mut texts = Vec::new();
+        let by_type: Vec<u32> = self
+            .types
+            .iter()
+            .map(|ty| {
+                *numbers.entry(text(*ty)).or_insert_with_key(|t| {
+                    texts.push(t.clone());
+                    texts.len() as u32 - 1
+                })
+            })
+            .collect();
+        TypeTexts {
+            of: self.of.iter().map(|t| by_type[*t as usize]).collect(),
+            texts,
+        }
+    }
+}
+
+/// A text of each class's type ([`stateless_type`] or [`partial_type`]),
+/// made once per distinct type (see [`ClassTypes::texts`]).
+pub(super) struct TypeTexts {
+    /// The number of each class's text in `texts`.
+    of: Vec<u32>,
+    texts: Vec<String>,
+}
+
+impl TypeTexts {
+    /// The text of class `c`'s type.
+    pub(super) fn get(&self, c: usize) -> &str {
+        &self.texts[self.of[c] as usize]
+    }
+
+    /// The number of class `c`'s text (equal for equal texts).
+    pub(super) fn number(&self, c: usize) -> u32 {
+        self.of[c]
+    }
+}
+
 /// A type's tensors with only the partial axes of their parallel state
 /// (which axes hold partial results), as text.
 pub(super) fn partial_type(ty: Option<&efir_ir::Type>) -> String {
@@ -104,16 +180,17 @@ pub(super) fn partial_type(ty: Option<&efir_ir::Type>) -> String {
 /// parameters, a full-extent tile being the unpartitioned form, and partial
 /// axes are reduced by loops, one iteration with a full-extent tile, or
 /// collected by a `par.collect` that is keyed itself).
+///
+/// `whole` is the class's [`stateless_type`].
 pub(super) fn node_kind(
     eg: &EGraph,
     n: &SymbolLang,
     id: Id,
     kids: &[u32],
     ids: &[Id],
+    whole: &str,
 ) -> Kind<String> {
     let op = n.op.as_str();
-    let ty = eg[id].data.ty();
-    let whole = stateless_type(ty);
     if op == "par.partition" || op == "par.replicate" {
         // A view is transparent: a value read through a partition or a
         // replicate is the same value, whatever the chain.
@@ -127,6 +204,7 @@ pub(super) fn node_kind(
         return Kind::Pointwise(format!("pointwise|{whole}"));
     }
     if op == "par.combine" {
+        let ty = eg[id].data.ty();
         let kid_ty = kids.first().and_then(|k| eg[ids[*k as usize]].data.ty());
         let reduces = match (kid_ty, ty) {
             (Some(a), Some(b)) => a.leaves().iter().zip(b.leaves()).any(|(a, b)| {

@@ -80,11 +80,13 @@ impl Memory {
             for (j, node) in options[c].iter().enumerate() {
                 let op = node.op.as_str();
                 let first = kids[c][j].first().copied();
-                let here = ty(c as u32);
-                let under = first.and_then(ty);
+                let here = || ty(c as u32);
+                let under = || first.and_then(ty);
                 r.push(match op {
                     "tensor.slice" | "tensor.concat" => SLICE,
-                    "tensor.reshape" if first.is_some() && splits_or_merges(under, here) => RESHAPE,
+                    "tensor.reshape" if first.is_some() && splits_or_merges(under(), here()) => {
+                        RESHAPE
+                    }
                     _ => 0,
                 });
                 p.push(match op {
@@ -92,7 +94,7 @@ impl Memory {
                     "tensor.slice" => SLICE,
                     "tensor.reshape" | "tensor.transpose" if first.is_some() => {
                         RESHAPE
-                            | if all_static(here) && all_static(under) {
+                            | if all_static(here()) && all_static(under()) {
                                 SLICE
                             } else {
                                 0

@@ -7,7 +7,7 @@ use crate::analysis::EGraph;
 use crate::convert::{node_attrs, node_operands};
 use crate::extract::GlobalMemoryCost;
 use egg::{Id, SymbolLang};
-use std::collections::{HashMap, HashSet};
+use rustc_hash::FxHashMap;
 
 /// The order in which the enumeration tries a class's e-nodes: the greedy
 /// extractor's global-memory cost, plus a penalty for reducing a long dim
@@ -36,9 +36,9 @@ impl OrderCost<'_> {
                 _ => 0.0,
             }
         };
-        let ops = node_operands(eg, n);
         match op {
-            "tile.matmul" if ops.len() == 2 => {
+            "tile.matmul" if node_operands(eg, n).len() == 2 => {
+                let ops = node_operands(eg, n);
                 let r = eg[ops[0]]
                     .data
                     .ty()
@@ -50,7 +50,8 @@ impl OrderCost<'_> {
                     long(ops[0], r - 1)
                 }
             }
-            "tensor.reduce" if !ops.is_empty() => {
+            "tensor.reduce" if !node_operands(eg, n).is_empty() => {
+                let ops = node_operands(eg, n);
                 let d = node_attrs(eg, n)
                     .iter()
                     .find(|(k, _)| k == "dim")
@@ -77,39 +78,77 @@ impl egg::CostFunction<SymbolLang> for OrderCost<'_> {
 /// The least cost of every e-class under `cf` (the values of
 /// `egg::Extractor`'s, which re-scans every class until nothing changes, a
 /// pass per level of a chain: quadratic on long chains). A class is
-/// re-evaluated only when one of its children's cost falls.
+/// re-evaluated only when one of its children's cost falls. Indexed by
+/// canonical id (`None`: no cost, or not a class).
 pub(super) fn best_costs(
     eg: &EGraph,
     cf: &mut impl egg::CostFunction<SymbolLang, Cost = f64>,
-) -> HashMap<Id, f64> {
-    let mut parents: HashMap<Id, Vec<Id>> = HashMap::new();
+) -> Vec<Option<f64>> {
+    let slots = eg
+        .classes()
+        .map(|c| usize::from(c.id) + 1)
+        .max()
+        .unwrap_or(0);
+    // Each class's e-nodes by id, the classes in the e-graph's order, and
+    // each e-node's operand classes (with its class), in that order.
+    let mut nodes: Vec<&[SymbolLang]> = vec![&[]; slots];
+    let mut order: std::collections::VecDeque<Id> = std::collections::VecDeque::new();
+    let mut edges: Vec<(u32, Id)> = Vec::new();
+    let mut start = vec![0usize; slots + 1];
     for c in eg.classes() {
+        nodes[usize::from(c.id)] = &c.nodes;
+        order.push_back(c.id);
         for n in &c.nodes {
             for &k in &n.children {
-                parents.entry(eg.find(k)).or_default().push(c.id);
+                let k = usize::from(eg.find(k));
+                start[k + 1] += 1;
+                edges.push((k as u32, c.id));
             }
         }
     }
-    let mut costs: HashMap<Id, f64> = HashMap::new();
-    let mut queue: std::collections::VecDeque<Id> = eg.classes().map(|c| c.id).collect();
-    let mut queued: HashSet<Id> = queue.iter().copied().collect();
+    // The readers of each class (with repeats, in the order of the
+    // classes and their e-nodes), as ranges of one array.
+    for i in 0..slots {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut parents = vec![Id::from(0usize); edges.len()];
+    for (k, c) in edges {
+        let f = &mut fill[k as usize];
+        parents[*f] = c;
+        *f += 1;
+    }
+    let mut costs: Vec<Option<f64>> = vec![None; slots];
+    let mut queue = order;
+    let mut queued = vec![false; slots];
+    for c in &queue {
+        queued[usize::from(*c)] = true;
+    }
     while let Some(c) = queue.pop_front() {
-        queued.remove(&c);
+        let ci = usize::from(c);
+        queued[ci] = false;
         let mut best: Option<f64> = None;
-        for n in &eg[c].nodes {
-            if n.children.iter().all(|k| costs.contains_key(&eg.find(*k))) {
-                let x = cf.cost(n, |k| costs[&eg.find(k)]);
+        for n in nodes[ci] {
+            if n.children
+                .iter()
+                .all(|k| costs[usize::from(eg.find(*k))].is_some())
+            {
+                let x = cf.cost(n, |k| {
+                    costs[usize::from(eg.find(k))].expect("operands are costed")
+                });
                 if best.is_none_or(|b| x < b) {
                     best = Some(x);
                 }
             }
         }
         let Some(b) = best else { continue };
-        if costs.get(&c).is_none_or(|old| b < *old) {
-            costs.insert(c, b);
-            for p in parents.get(&c).map(Vec::as_slice).unwrap_or(&[]) {
+        if costs[ci].is_none_or(|old| b < old) {
+            costs[ci] = Some(b);
+            for p in &parents[start[ci]..start[ci + 1]] {
                 let p = eg.find(*p);
-                if queued.insert(p) {
+                let pi = usize::from(p);
+                if !queued[pi] {
+                    queued[pi] = true;
                     queue.push_back(p);
                 }
             }
@@ -120,9 +159,9 @@ pub(super) fn best_costs(
 
 /// The e-classes that hold values, numbered densely, and each one's
 /// number.
-pub(super) fn numbered_classes(eg: &EGraph) -> (Vec<Id>, HashMap<Id, u32>) {
+pub(super) fn numbered_classes(eg: &EGraph) -> (Vec<Id>, FxHashMap<Id, u32>) {
     let mut ids = Vec::new();
-    let mut index = HashMap::new();
+    let mut index = FxHashMap::default();
     for c in eg.classes() {
         if matches!(c.data, Data::Value(_)) {
             index.insert(c.id, ids.len() as u32);
@@ -142,7 +181,7 @@ pub(super) fn numbered_classes(eg: &EGraph) -> (Vec<Id>, HashMap<Id, u32>) {
 pub(super) fn ordered_options(
     eg: &EGraph,
     ids: &[Id],
-    index: &HashMap<Id, u32>,
+    index: &FxHashMap<Id, u32>,
 ) -> (Vec<Vec<SymbolLang>>, Vec<Vec<Vec<u32>>>) {
     let order = || OrderCost {
         inner: GlobalMemoryCost {
@@ -152,28 +191,34 @@ pub(super) fn ordered_options(
     };
     let best = best_costs(eg, &mut order());
     let mut cf = order();
-    let mut options = Vec::new();
-    let mut kids = Vec::new();
+    let mut options = Vec::with_capacity(ids.len());
+    let mut kids = Vec::with_capacity(ids.len());
+    let matmul = egg::Symbol::from("tensor.matmul");
     for id in ids {
-        let nodes: Vec<SymbolLang> = eg[*id].nodes.clone();
-        let tiled: Vec<SymbolLang> = nodes
-            .iter()
-            .filter(|n| n.op.as_str() != "tensor.matmul")
-            .cloned()
-            .collect();
-        let mut opts = if tiled.is_empty() { nodes } else { tiled };
-        opts.sort();
-        let mut costed: Vec<(f64, SymbolLang)> = opts
-            .into_iter()
-            .map(|n| {
-                let cost = egg::CostFunction::cost(&mut cf, &n, |c| {
-                    best.get(&eg.find(c)).copied().unwrap_or(f64::INFINITY)
-                });
-                (cost, n)
-            })
-            .collect();
-        costed.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let opts: Vec<SymbolLang> = costed.into_iter().map(|(_, n)| n).collect();
+        let nodes = &eg[*id].nodes;
+        let tiled = |n: &&SymbolLang| n.op != matmul;
+        let mut opts: Vec<SymbolLang> = if nodes.iter().any(|n| tiled(&n)) {
+            nodes.iter().filter(tiled).cloned().collect()
+        } else {
+            nodes.clone()
+        };
+        if opts.len() > 1 {
+            opts.sort();
+            let mut costed: Vec<(f64, SymbolLang)> = opts
+                .into_iter()
+                .map(|n| {
+                    let cost = egg::CostFunction::cost(&mut cf, &n, |c| {
+                        best.get(usize::from(eg.find(c)))
+                            .copied()
+                            .flatten()
+                            .unwrap_or(f64::INFINITY)
+                    });
+                    (cost, n)
+                })
+                .collect();
+            costed.sort_by(|a, b| a.0.total_cmp(&b.0));
+            opts = costed.into_iter().map(|(_, n)| n).collect();
+        }
         let ks: Vec<Vec<u32>> = opts
             .iter()
             .map(|n| {

@@ -1,12 +1,12 @@
 //! Value classes: which e-classes hold the same value (for the
 //! one-organization rule, and, up to `par.reduce` loops, for keys).
 
-use super::kinds::{partial_type, stateless_type, Kind};
+use super::kinds::{Kind, TypeTexts};
 use crate::analysis::EGraph;
 use crate::convert::node_attrs;
 use egg::{Id, SymbolLang};
+use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
 
 /// The value classes of an e-graph's classes (dense indices, as in
 /// [`super::Enumerator`]).
@@ -74,10 +74,17 @@ impl Classes<'_> {
         }
     }
 
-    /// Each option's op, attributes and type (with the partial axes of its
-    /// result where `partial`), for ops that compute (not views,
-    /// materializations or loops).
-    fn signatures(&self, partial: bool) -> Vec<Vec<Option<String>>> {
+    /// Each option's op, attributes and type (`types`: with the partial
+    /// axes of its result, or without parallel state), for ops that compute
+    /// (not views, materializations or loops), as the number of that text
+    /// (equal for equal texts).
+    fn signatures(&self, types: &TypeTexts) -> Vec<Vec<Option<u32>>> {
+        use std::fmt::Write;
+        let mut numbers: FxHashMap<String, u32> = FxHashMap::default();
+        let mut text = String::new();
+        // Whether an op has attributes (`node_attrs` is empty otherwise).
+        let registry = &self.eg.analysis.ctx.registry;
+        let mut has_attrs: FxHashMap<egg::Symbol, bool> = FxHashMap::default();
         (0..self.ids.len())
             .map(|c| {
                 (0..self.options[c].len())
@@ -85,17 +92,28 @@ impl Classes<'_> {
                         let n = &self.options[c][j];
                         let computes = self.kinds[c][j].computes() && !self.reduce_loop(c, j);
                         computes.then(|| {
-                            let attrs: Vec<String> = node_attrs(self.eg, n)
-                                .iter()
-                                .map(|(a, v)| format!("{a}={v}"))
-                                .collect();
-                            let ty = self.eg[self.ids[c]].data.ty();
-                            let ty = if partial {
-                                partial_type(ty)
-                            } else {
-                                stateless_type(ty)
-                            };
-                            format!("{}|{}|{ty}", n.op, attrs.join(","))
+                            text.clear();
+                            let _ = write!(text, "{}|", n.op);
+                            let attrs = *has_attrs.entry(n.op).or_insert_with(|| {
+                                registry
+                                    .op(n.op.as_str())
+                                    .is_some_and(|d| !d.attrs.is_empty())
+                            });
+                            if attrs {
+                                for (i, (a, v)) in node_attrs(self.eg, n).iter().enumerate() {
+                                    if i > 0 {
+                                        text.push(',');
+                                    }
+                                    let _ = write!(text, "{a}={v}");
+                                }
+                            }
+                            let _ = write!(text, "|{}", types.get(c));
+                            if let Some(k) = numbers.get(text.as_str()) {
+                                return *k;
+                            }
+                            let k = numbers.len() as u32;
+                            numbers.insert(text.clone(), k);
+                            k
                         })
                     })
                     .collect()
@@ -107,15 +125,16 @@ impl Classes<'_> {
     /// value, whichever e-classes hold it (say two collections of one
     /// partial result under different parallel states). Joins such classes
     /// until nothing changes.
-    fn congruence(&self, parent: &mut [u32], signatures: &[Vec<Option<String>>]) {
+    fn congruence(&self, parent: &mut [u32], signatures: &[Vec<Option<u32>>]) {
+        let mut by_op: FxHashMap<(u32, Operands), u32> = FxHashMap::default();
         loop {
             let mut changed = false;
-            let mut by_op: HashMap<(&str, Vec<u32>), u32> = HashMap::new();
+            by_op.clear();
             for (c, cs) in signatures.iter().enumerate() {
                 for (j, op) in cs.iter().enumerate() {
                     let Some(op) = op else { continue };
-                    let ks: Vec<u32> = self.kids[c][j].iter().map(|k| find(parent, *k)).collect();
-                    match by_op.entry((op.as_str(), ks)) {
+                    let ks = Operands::new(self.kids[c][j].iter().map(|k| find(parent, *k)));
+                    match by_op.entry((*op, ks)) {
                         Entry::Vacant(e) => {
                             e.insert(c as u32);
                         }
@@ -130,11 +149,32 @@ impl Classes<'_> {
     }
 }
 
+/// The operands' value classes of an op (few, so mostly kept inline).
+#[derive(PartialEq, Eq, Hash)]
+enum Operands {
+    Few(u8, [u32; 4]),
+    Many(Vec<u32>),
+}
+
+impl Operands {
+    fn new(ks: impl ExactSizeIterator<Item = u32>) -> Operands {
+        let n = ks.len();
+        if n > 4 {
+            return Operands::Many(ks.collect());
+        }
+        let mut a = [0; 4];
+        for (x, k) in a.iter_mut().zip(ks) {
+            *x = k;
+        }
+        Operands::Few(n as u8, a)
+    }
+}
+
 /// The set of each element of the union-find `parent`, numbered densely
 /// (states keep one word per value) in the order of first appearance, and
 /// the number of sets.
 fn numbered_densely(parent: &mut [u32]) -> (Vec<u32>, usize) {
-    let mut dense: HashMap<u32, u32> = HashMap::new();
+    let mut dense: FxHashMap<u32, u32> = FxHashMap::default();
     let value: Vec<u32> = (0..parent.len() as u32)
         .map(|c| {
             let v = find(parent, c);
@@ -147,13 +187,17 @@ fn numbered_densely(parent: &mut [u32]) -> (Vec<u32>, usize) {
 
 /// The value classes of the classes `ids` whose options are `options`
 /// (with operands `kids` and kinds `kinds`, as [`super::kinds::node_kind`]
-/// gives them): every e-node counts, whatever the candidate space keeps.
+/// gives them, and their types as `partial` and `whole` texts, see
+/// [`super::kinds::partial_type`] and [`super::kinds::stateless_type`]):
+/// every e-node counts, whatever the candidate space keeps.
 pub(super) fn value_classes(
     eg: &EGraph,
     ids: &[Id],
     options: &[Vec<SymbolLang>],
     kids: &[Vec<Vec<u32>>],
     kinds: &[Vec<Kind<String>>],
+    partial: &TypeTexts,
+    whole: &TypeTexts,
 ) -> ValueClasses {
     let classes = Classes {
         eg,
@@ -164,7 +208,7 @@ pub(super) fn value_classes(
     };
     let mut parent: Vec<u32> = (0..ids.len() as u32).collect();
     classes.link(&mut parent, false);
-    classes.congruence(&mut parent, &classes.signatures(true));
+    classes.congruence(&mut parent, &classes.signatures(partial));
     let (value, count) = numbered_densely(&mut parent);
     // For keys, a `par.reduce` is a loop over an axis's tiles: with a
     // full-extent tile it is one iteration, so the partial result it
@@ -172,7 +216,7 @@ pub(super) fn value_classes(
     // partitioned axis). A `par.collect` keeps partial results in memory
     // and stays keyed.
     classes.link(&mut parent, true);
-    classes.congruence(&mut parent, &classes.signatures(false));
+    classes.congruence(&mut parent, &classes.signatures(whole));
     let keyed = (0..ids.len() as u32)
         .map(|c| find(&mut parent, c))
         .collect();
