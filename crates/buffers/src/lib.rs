@@ -190,7 +190,9 @@ pub fn cut(f: &Func, broadcast: bool) -> Cut {
 /// broadcasting pointwise ops and reshapes that add or drop unit dims (the
 /// mean or inverse RMS of a row applied to the row), in any number of
 /// buffers: each of their kernels recomputes it (a loop over the row before
-/// the pointwise work) instead of reading it from a kernel of its own.
+/// the pointwise work) instead of reading it from a kernel of its own;
+/// also where the broadcast row is a matmul's left operand (a normalized
+/// row and its projection: the statistics loops run before the K loop).
 ///
 /// With values in `through` (computed values that kernels store through
 /// views, see [`stores_through_views`]), only the reductions and matmuls
@@ -246,10 +248,25 @@ fn epilogues(
                 let same = shape_of(y).as_ref() == Some(&shape);
                 // In broadcast mode any consumer but one that reads its
                 // operand from memory (slices, concatenations, reshapes that
-                // split or merge dims) or a matmul computes from it in place.
+                // split or merge dims) computes from it in place; a matmul
+                // only from the rows of its left operand.
                 let spread = reduction
                     && match uop.name.as_str() {
-                        "tensor.slice" | "tensor.concat" | "tile.matmul" | "tensor.matmul" => false,
+                        "tensor.slice" | "tensor.concat" => false,
+                        // A row statistic broadcast back against its rows
+                        // (a normalized row) that is a matmul's left
+                        // operand: each program of the matmul's kernel
+                        // recomputes its rows' statistics before its K loop
+                        // (cheap beside the weights it streams where the
+                        // rows are few; the estimate chooses this variant
+                        // only where it is faster, `efir_triton::plan`).
+                        // Not the reduction itself (a split-K sum of
+                        // partials keeps its kernel).
+                        "tile.matmul" | "tensor.matmul" => {
+                            uop.operands[0] == x
+                                && uop.operands[1] != x
+                                && f.ty(x).leaves().first().is_some_and(|l| l.shape != shape)
+                        }
                         "tensor.reshape" => !splits_or_merges(f, x, y),
                         _ => true,
                     };

@@ -136,10 +136,20 @@ fn to_triton_here(
         let res = efir_triton::plan(&m, f).and_then(|p| {
             let est = efir_triton::estimate(&p)?;
             if opts.plans {
+                // Where the plan recomputes row statistics in the kernels
+                // that read them, the kernel count without (compaction's
+                // `kernels` attribute counts that plan).
+                let fused = match efir_triton::base_plan(&m, f) {
+                    Ok(b) if b.kernels.len() != est.kernels => format!(
+                        " (row statistics recomputed in their readers; {} kernel(s) without)",
+                        b.kernels.len()
+                    ),
+                    _ => String::new(),
+                };
                 blocks.push((
                     f.name.clone(),
                     format!(
-                        "@{}: {} kernel(s), estimate {:.1} us ({:.3e} bytes, {:.3e} flops)",
+                        "@{}: {} kernel(s), estimate {:.1} us ({:.3e} bytes, {:.3e} flops){fused}",
                         f.name, est.kernels, est.time_us, est.bytes, est.flops
                     ),
                     efir_triton::describe(&p),
