@@ -78,7 +78,12 @@ class Report:
             return "  the best by efir's static estimate (what `efir-translate --top 1` emits), checked against PyTorch on the example inputs"
         how = "from the tuning cache" if t.get("cached") else f"{t.get('measured', 0)} schedules measured"
         sched = ",".join(f"{k}={v}" for k, v in (t.get("config") or {}).items())
-        return f"  the fastest measured on the GPU: {t.get('time_us', float('nan')):.1f} us with {sched} ({how})"
+        why = f"  the fastest measured on the GPU: {t.get('time_us', float('nan')):.1f} us with {sched} ({how})"
+        if t.get("kept_eager"):
+            why += f"\n  not used: eager PyTorch measured faster ({t['eager_us']:.1f} us against {t['efir_us']:.1f} us), so the compiled callable runs PyTorch's code"
+        elif t.get("eager_us") is not None:
+            why += f"\n  against eager PyTorch: {t['efir_us']:.1f} us for efir, {t['eager_us']:.1f} us for eager"
+        return why
 
     def __str__(self):
         e = self.estimate
@@ -160,7 +165,11 @@ shows them anyway; warnings and errors are shown either way); `workdir`:
     candidates by static estimate, their schedules measured against eager
     PyTorch's outputs on the example inputs; results cached), default
     `$EFIR_TUNE` or 30, `False` or 0 for none; skipped (said once) when the
-    inputs are not on a CUDA device; `reuse`: a `Reuse` (programs built
+    inputs are not on a CUDA device; after tuning, the compiled program and
+    the module itself are timed alike on the example inputs, and where
+    eager PyTorch is faster the callable runs the module instead (one
+    warning says so; `.kept_eager`, and `.report()` gives both times);
+    `reuse`: a `Reuse` (programs built
     before, by the imported program's text and the options): where the
     import gives a program built before, its kernels are used again and
     saturation, compaction, tuning and translation are skipped (the
@@ -252,8 +261,29 @@ def _compile(module, inputs, candidates, config, quiet, workdir, keep_workdir, t
     report = Report(program, estimate(source), work / "kernels.py", keep, ranking, diags, stages, tuned, rejected)
     args = Args(ep)
 
-    def run(*user):
+    def efir_run(*user):
         return mod.run(*args(user), config=config)
+
+    run_fn = efir_run
+    if tuned is not None:
+        # Tuned on the GPU: efir's kernels against the PyTorch code they
+        # would replace, timed alike; where PyTorch's is faster it is kept
+        # (said once, here). A program built before keeps its verdict.
+        if "eager_us" not in tuned:
+            tuned.update(timed("time against eager", quiet, stages, lambda: versus_eager(efir_run, module, inputs)))
+        if tuned.get("kept_eager"):
+            log.warning(
+                "efir: kept PyTorch's code: efir's kernels measured %.1f us against eager PyTorch's %.1f us on the example inputs",
+                tuned["efir_us"],
+                tuned["eager_us"],
+            )
+
+            def run_fn(*user):
+                with torch.no_grad():
+                    return module(*user)
+
+    def run(*user):
+        return run_fn(*user)
 
     run.module = mod
     run.source = source
@@ -262,7 +292,26 @@ def _compile(module, inputs, candidates, config, quiet, workdir, keep_workdir, t
     run.stats = {"stages": stages, "diagnostics": diags, "rejected": rejected}
     run.report = lambda: str(report)
     run.tuned = tuned
+    run.kept_eager = bool(tuned and tuned.get("kept_eager"))
     return run
+
+
+def versus_eager(efir_run, module, inputs):
+    """`{"efir_us", "eager_us", "kept_eager"}`: CUDA-graph medians of the
+    compiled program and of `module` itself on the example inputs (the same
+    inputs rotated alike, weights in place for both), and whether eager
+    PyTorch was faster; `{"eager_us": None, ...}` where either cannot be
+    timed (then efir's kernels are kept)."""
+    from . import tune as _t
+
+    try:
+        with torch.no_grad():
+            e = _t.graph_time_us(lambda *xs: efir_run(*xs), list(inputs))
+            p = _t.graph_time_us(lambda *xs: module(*xs), list(inputs))
+    except Exception as ex:  # noqa: BLE001 (a module that a CUDA graph cannot capture: keep efir's)
+        log.debug("efir: eager PyTorch not timed: %s: %s", type(ex).__name__, ex)
+        return {"efir_us": None, "eager_us": None, "kept_eager": False}
+    return {"efir_us": e, "eager_us": p, "kept_eager": p < e}
 
 
 def _tune(work, ep, module, inputs, budget, candidates, quiet):

@@ -307,3 +307,49 @@ def test_the_chosen_candidate_is_checked_against_pytorch():
         c._check_outputs(fake(overflow), M(), (x,), ident, None, "p")
     with pytest.raises(c.CompileError, match="relative L2"):
         c._check_outputs(fake(fn(x) * 1.5), M(), (x,), ident, None, "p")
+
+
+@pytest.mark.parametrize("eager_faster", [True, False])
+def test_tuned_kernels_that_lose_to_eager_keep_pytorch_s_code(monkeypatch, tmp_path, caplog, eager_faster):
+    # Never slower than what it replaces: after tuning (a fake timer on the
+    # CPU), efir's program and eager PyTorch are timed alike (faked here);
+    # where eager is faster the callable runs the module, with one warning.
+    import logging
+
+    c = sys.modules["efir.compile"]
+    from efir import tune
+
+    real = tune.tune_file
+
+    def fake(path, out, **kw):
+        return real(path, out, timer=lambda name, mod, cfg, run: 10.0, cache=tune.Cache(tmp_path / "cache.sqlite"), **kw)
+
+    timed = []
+
+    def versus(efir_run, module, inputs):
+        timed.append(True)
+        e, p = 20.0, (5.0 if eager_faster else 80.0)
+        return {"efir_us": e, "eager_us": p, "kept_eager": p < e}
+
+    monkeypatch.setattr(tune, "tune_file", fake)
+    monkeypatch.setattr(c, "_tune_budget", lambda t, xs, q: 5.0)
+    monkeypatch.setattr(c, "versus_eager", versus)
+    torch.manual_seed(0)
+    m = GatedMLP().half()
+    xs = (torch.randn(2, 32).half(),)
+    with caplog.at_level(logging.INFO, logger="efir"):
+        f = efir.compile(m, xs, quiet=True)
+        x = torch.randn(2, 32).half()
+        out = f(x)
+        f(x)
+    kept = [r for r in caplog.records if "kept PyTorch's code" in r.getMessage()]
+    assert f.kept_eager is eager_faster and len(timed) == 1
+    assert len(kept) == (1 if eager_faster else 0) and all(r.levelno == logging.WARNING for r in kept)
+    with torch.no_grad():
+        ref = m(x)
+    if eager_faster:
+        assert torch.equal(out, ref)  # PyTorch's own code ran
+        assert "not used: eager PyTorch measured faster (5.0 us against 20.0 us)" in f.report()
+    else:
+        assert rel(out, ref.double()) < 1e-2
+        assert "against eager PyTorch: 20.0 us for efir, 80.0 us for eager" in f.report()
