@@ -163,6 +163,7 @@ def test_ttir_ops_triton36_converts(tmp_path):
 CASES = [(f"examples/small/{w}.efir", w) for w in (
     "attn_decode", "attn_prefill", "gated_mlp", "layernorm_gemm", "lora", "ngpt", "rmsnorm_mlp", "rmsnorm_swiglu")] + [
     ("lit-tests/TTIR/matmul-k-loop.efir", "mm"),
+    ("lit-tests/TTIR/sibling-loops.efir", "gate"),
     ("lit-tests/TTIR/reduce.efir", "rowmax"),
     ("lit-tests/TTIR/pointwise.efir", "pw"),
     ("lit-tests/TTIR/log1p.efir", "lp"),

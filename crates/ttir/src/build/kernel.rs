@@ -204,6 +204,8 @@ pub(super) fn kernel(
             }
             em.run(k, &nts)?;
             found = em.heavy.clone();
+            // Sibling loops over the same range share one loop.
+            fuse::sibling_loops(ctx, body)?;
         }
         if heavy.is_none() {
             if let Some(h) = found.filter(|h| k.grid.iter().any(|(a, _)| a == h)) {

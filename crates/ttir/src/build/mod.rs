@@ -6,6 +6,7 @@ mod blocks;
 mod causal;
 mod dots;
 mod emit;
+mod fuse;
 mod ixs;
 mod kernel;
 mod loops;
