@@ -181,7 +181,16 @@ class ShapeCache:
                 log.info("efir: the family has no kernels for sizes %s; compiled per shape from now on: %s", sizes_from(a), reason)
                 self.families[key] = self.static_reason = reason
                 return self._per_shape(a)
-            out = k.module.run(*fam.args(tensors), config=k.config)
+
+            def efir_run(*ts):
+                return k.module.run(*fam.args(ts), config=k.config)
+
+            # A tuned bucket whose kernels lose to the graph run eagerly runs
+            # the graph (timed once per bucket; graphs of tensors only).
+            if fam.tuning is not None and len(tensors) == len(a) and fam.eager_verdict(sizes_from(a), efir_run, self.gm, tensors):
+                with torch.no_grad():
+                    return self.gm(*a)
+            out = efir_run(*tensors)
             return (out,) if isinstance(out, torch.Tensor) else out
 
         call.family = fam

@@ -48,7 +48,10 @@ What is symbolic and what is not, today:
   schedule; results are kept in the tuning cache (`efir.tune.Cache`) by the
   candidates' text, the bucket and the environment, so a second process
   spends no GPU time on a bucket tuned before. Kernels translated per size
-  are not tuned (said once; the estimate chooses).
+  are not tuned (said once; the estimate chooses). A tuned bucket's
+  kernels are timed against eager PyTorch on the first call in it, and
+  where PyTorch is faster the bucket runs the module's own code (one
+  warning).
 - At each new size the best few candidates by estimate are checked, in
   that order, against eager PyTorch on the first call's inputs at that size
   (`check.choose`, as `efir.compile` checks its choice): the first that
@@ -326,6 +329,29 @@ class Family:
         log.info("efir: family bucket %s tuned in %.1f s: @%s %s, %.1f us", b, time.time() - t0, res["name"], _t.schedule_text(res["config"]), res["time_us"])
         return (res["name"], res["config"], res["time_us"], False)
 
+    def eager_verdict(self, sizes, efir_run, eager_run, inputs):
+        """Whether eager PyTorch (`eager_run`) is faster than the family's
+        tuned kernels (`efir_run`) at `sizes`' bucket: both timed alike on
+        `inputs` (`efir.compile.versus_eager`) once per tuned bucket, on the
+        first call in it; said once (a warning) where it is. False where
+        the bucket is not tuned (nothing was measured)."""
+        b = bucket(sizes)
+        rec = self.stats["tuned"].get(b)
+        if not rec:
+            return False
+        if "kept_eager" not in rec:
+            from .compile import versus_eager
+
+            rec.update(versus_eager(efir_run, eager_run, inputs))
+            if rec["kept_eager"]:
+                log.warning(
+                    "efir: kept PyTorch's code for sizes up to %s: the family's kernels measured %.1f us against eager PyTorch's %.1f us",
+                    b,
+                    rec["efir_us"],
+                    rec["eager_us"],
+                )
+        return rec["kept_eager"]
+
     def _keep(self, sizes, choice, config=None):
         """Keep `choice` (run at `config`) for `sizes` (the `max_sizes` most
         recent)."""
@@ -381,9 +407,17 @@ def compile_family(module, inputs, where, candidates, config, quiet, tuning=None
             if not isinstance(u, torch.Tensor):
                 raise TypeError(f"input {i} is a {type(u).__name__}, not a torch.Tensor")
         verify = verifier(module, user, fam.args, config)
-        k = fam.module(sizes_of(user, where), verify=verify, measure=measurer(module, user, fam.args(user)))
+        sizes = sizes_of(user, where)
+        k = fam.module(sizes, verify=verify, measure=measurer(module, user, fam.args(user)))
         run.module, run.source = k.module, k.source
-        return k.module.run(*fam.args(user), config=config if config is not None else k.config)
+
+        def efir_run(*u):
+            return k.module.run(*fam.args(u), config=config if config is not None else k.config)
+
+        if fam.tuning is not None and fam.eager_verdict(sizes, efir_run, module, user):
+            with torch.no_grad():
+                return module(*user)
+        return efir_run(*user)
 
     run.family = fam
     run.module = run.source = None
@@ -418,6 +452,9 @@ def report(fam):
         if tuned is not None and k.config is not None:
             sched = " ".join(f"{n}={v}" for n, v in sorted(k.config.items()))
             line += f", tuned for sizes up to {bucket(sizes)}: {sched}, {tuned[2]:.1f} us" + (" (cache)" if tuned[3] else "")
+            rec = fam.stats["tuned"].get(bucket(sizes)) or {}
+            if rec.get("kept_eager"):
+                line += f"; not used: eager PyTorch measured faster ({rec['eager_us']:.1f} us against {rec['efir_us']:.1f} us)"
         lines.append(line)
         for name, why in fam.stats["rejected"].get(sizes, []):
             lines.append(f"    rejected @{name}: {why}")

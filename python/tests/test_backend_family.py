@@ -290,3 +290,43 @@ def test_family_tunes_once_per_size_bucket_and_caches(saturations, tmp_path):
     x = torch.randn(5, 16)
     assert torch.allclose(u(x), m(x), atol=1e-5)
     assert not timed and u.family.tuning is None
+
+
+def test_a_tuned_bucket_that_loses_to_eager_runs_pytorch_s_code(saturations, tmp_path, monkeypatch, caplog):
+    """Never slower than what it replaces, per size bucket: a tuned bucket's
+    kernels are timed against the module (faked here: eager faster in the
+    bucket of 8, slower in that of 4); the bucket of 8 runs the module's
+    own code, with one warning, and the bucket of 4 efir's kernels."""
+    from efir import tune as T
+
+    c = sys.modules["efir.compile"]
+    verdicts = []
+
+    def versus(efir_run, module, inputs):
+        n = inputs[0].shape[0]
+        verdicts.append(n)
+        e, p = 20.0, (5.0 if n > 4 else 80.0)
+        return {"efir_us": e, "eager_us": p, "kept_eager": p < e}
+
+    monkeypatch.setattr(c, "versus_eager", versus)
+    torch.manual_seed(0)
+    m = Mlp().eval()
+    where = F.parse_dynamic({"batch": (0, 0)}, (torch.randn(4, 16),))
+    tuning = F.Tuning(5.0, timer=lambda name, mod, cfg, run: 10.0, cache=T.Cache(tmp_path / "tune.sqlite"))
+    f = F.compile_family(m, (torch.randn(4, 16),), where, 2, None, True, tuning=tuning)
+    with caplog.at_level(logging.INFO, logger="efir"):
+        outs = {}
+        for b in (3, 7, 8, 4):
+            x = torch.randn(b, 16)
+            outs[b] = (f(x), x)
+    assert verdicts == [3, 7]  # once per bucket, on its first call
+    for b, (y, x) in outs.items():
+        with torch.no_grad():
+            ref = m(x)
+        if b > 4:
+            assert torch.equal(y, ref), b  # the module's own code
+        else:
+            assert torch.allclose(y, ref, atol=1e-5), b
+    kept = [r for r in caplog.records if "kept PyTorch's code" in r.getMessage()]
+    assert len(kept) == 1 and "(8,)" in kept[0].getMessage()
+    assert "not used: eager PyTorch measured faster" in f.report()
