@@ -164,6 +164,7 @@ CASES = [(f"examples/small/{w}.efir", w) for w in (
     "attn_decode", "attn_prefill", "gated_mlp", "layernorm_gemm", "lora", "ngpt", "rmsnorm_mlp", "rmsnorm_swiglu")] + [
     ("lit-tests/TTIR/matmul-k-loop.efir", "mm"),
     ("lit-tests/TTIR/sibling-loops.efir", "gate"),
+    ("lit-tests/TTIR/pv-guard-f16.efir", "attn_prefill_c0"),
     ("lit-tests/TTIR/reduce.efir", "rowmax"),
     ("lit-tests/TTIR/pointwise.efir", "pw"),
     ("lit-tests/TTIR/log1p.efir", "lp"),
