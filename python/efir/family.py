@@ -317,9 +317,12 @@ class Family:
         t0 = time.time()
         with tempfile.TemporaryDirectory(prefix="efir-family-tune-") as d:
             cands = []
+            shapes = [tuple(int(n) for n in x.shape) for x in inputs]
             for i, (name, source) in enumerate(self.symbolic):
                 path = pathlib.Path(d) / f"cand{i}.py"
-                path.write_text(source)
+                # (The compile workers build inputs of these shapes: the
+                # module's INPUTS has the symbolic extents.)
+                path.write_text(f"{source}\n\nTUNE_SHAPES = {shapes!r}\n")
                 cands.append((name, path, self._loaded_symbolic(name, source), source))
             res = _t.tune_modules(cands, inputs, expected, self.tuning.budget_s, timer=self.tuning.timer, cuda=cuda)
         if res["name"] is None:

@@ -96,12 +96,15 @@ def _compile_job(path, cfg, mods):
             mods[path] = mod
         mod = mods[path]
         res = {"ok": True}
+        # The inputs' shapes: INPUTS', or, for a module whose INPUTS has
+        # symbolic extents (a family's), the TUNE_SHAPES its tuner wrote.
+        shapes = getattr(mod, "TUNE_SHAPES", None) or [shape for _, shape, _ in mod.INPUTS]
         if dev == "cuda":
             _Warm.launch = False
-            mod.run(*[torch.empty(shape, device=dev, dtype=dt) for _, shape, dt in mod.INPUTS], config=cfg)
+            mod.run(*[torch.empty(shape, device=dev, dtype=dt) for (_, _, dt), shape in zip(mod.INPUTS, shapes)], config=cfg)
         with gpu_lock(os.environ.get(LOCK_ENV) if dev == "cuda" else None):
             xs = []
-            for _, shape, dt in mod.INPUTS:
+            for (_, _, dt), shape in zip(mod.INPUTS, shapes):
                 if dt.is_floating_point:
                     xs.append(torch.randn(shape, device=dev).to(dt))
                 else:

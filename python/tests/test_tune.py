@@ -4,6 +4,7 @@ under TRITON_INTERPRET=1 that must pick the candidate whose fake time is
 lowest and record its schedule so that efir-translate emits it."""
 
 import math
+import re
 import os
 import pathlib
 import sys
@@ -246,6 +247,21 @@ def test_precompile_runs_schedules_in_worker_processes(tmp_path, monkeypatch):
     small = {k: min(v) for k, v in ns["CONFIG_SPACE"].items()}
     jobs = [(mod, ns["DEFAULT_CONFIG"]), (mod, small), (tmp_path / "missing.py", ns["DEFAULT_CONFIG"])]
     assert tune.precompile(jobs, workers=2, timeout=120) == 2
+    # A family's module (symbolic extents in INPUTS) runs in a worker at the
+    # shapes its tuner writes as TUNE_SHAPES, and not without them.
+    sym = (ROOT / "examples" / "small" / "gated_mlp.efir").read_text()
+    b = re.search(r"%x: tensor<(\d+)x", sym)[1]
+    sym = sym.replace(f"tensor<{b}x", "tensor<|@dyn0|x")
+    (tmp_path / "sym.efir").write_text(sym)
+    src = h.sh(h.tool("efir-translate"), "--to-triton", str(tmp_path / "sym.efir")).stdout
+    assert '"dyn0"' in src
+    (tmp_path / "sym.py").write_text(src)
+    shapes = []
+    for line in re.findall(r'^    \("\w+", \(([^)]*)\), torch\.\w+\),$', src, re.M):
+        shapes.append(tuple(3 if d.strip() == '"dyn0"' else int(d) for d in line.split(",") if d.strip()))
+    (tmp_path / "sym_tuned.py").write_text(f"{src}\nTUNE_SHAPES = {shapes!r}\n")
+    assert tune.precompile([(tmp_path / "sym.py", ns["DEFAULT_CONFIG"])], workers=1, timeout=120) == 0
+    assert tune.precompile([(tmp_path / "sym_tuned.py", ns["DEFAULT_CONFIG"])], workers=1, timeout=120) == 1
 
 
 # ------------------------------------------------ per-kernel tuning (item 1)
