@@ -44,6 +44,7 @@ pub use estimate::{estimate, Estimate};
 pub use host::emit_python;
 use kernel::{emit_kernel_in_context, EmittedKernel};
 use ops::pointwise;
+pub use reducers::stand_ins;
 
 use bcast::{pointwise_units, real_shape, Units};
 

@@ -133,45 +133,7 @@ impl KernelEmitter<'_, '_> {
             env.insert(*p, (a.clone(), u));
         }
         let mut iv: HashMap<ValueId, bcast::Bound> = HashMap::new();
-        // Values that stand for an argument in `maxof` (its index): the
-        // argument itself, or its empty-row guard `select(m == -inf, c, m)`
-        // (where m is -inf, so is every element it is the maximum of, and
-        // `x - c` is -inf too); `is_ninf` holds the guard's conditions.
-        let mut stands: HashMap<ValueId, usize> =
-            g.params.iter().enumerate().map(|(i, p)| (*p, i)).collect();
-        let mut is_ninf: HashMap<ValueId, usize> = HashMap::new();
-        let ninf = |v: ValueId| {
-            g.ops.iter().any(|o| {
-                o.result == v
-                    && o.name == "tensor.full"
-                    && o.attrs.get("value").and_then(Attr::as_f64) == Some(f64::NEG_INFINITY)
-            })
-        };
-        let constant = |v: ValueId| {
-            g.ops
-                .iter()
-                .any(|o| o.result == v && o.name == "tensor.full")
-        };
-        for op in &g.ops {
-            match (op.name.as_str(), op.operands.as_slice()) {
-                ("ew.cmp", [a, b])
-                    if op.attrs.get("pred").and_then(Attr::as_word) == Some("eq") =>
-                {
-                    let m = if ninf(*b) { *a } else { *b };
-                    if (ninf(*a) || ninf(*b)) && g.params.contains(&m) {
-                        is_ninf.insert(op.result, stands[&m]);
-                    }
-                }
-                ("ew.select", [c, t, f]) => {
-                    if let (Some(j), Some(k)) = (is_ninf.get(c), stands.get(f)) {
-                        if j == k && constant(*t) {
-                            stands.insert(op.result, *j);
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
+        let stands = stand_ins(g);
         let param = |v: ValueId| stands.get(&v).copied();
         for op in &g.ops {
             let dt = g
@@ -218,4 +180,47 @@ impl KernelEmitter<'_, '_> {
         }
         Ok(g.returns.iter().map(|x| env[x].0.clone()).collect())
     }
+}
+
+/// The values of a pointwise function `g` that stand for one of its
+/// arguments (by index), as a maximum producer's state: the argument itself,
+/// or its empty-row guard `select(m == -inf, c, m)` with `c` a constant
+/// (where `m` is -inf, so is every element it is the maximum of, and `x - c`
+/// is -inf too). The bound analyses of the inlined repair functions (this
+/// emitter's and the TTIR builder's) take `x - s` for such an `s` as `<= 0`.
+pub fn stand_ins(g: &efir_ir::Func) -> HashMap<ValueId, usize> {
+    let full = |v: ValueId| {
+        g.ops
+            .iter()
+            .find(|o| o.result == v && o.name == "tensor.full")
+    };
+    let ninf = |v: ValueId| {
+        full(v)
+            .is_some_and(|o| o.attrs.get("value").and_then(Attr::as_f64) == Some(f64::NEG_INFINITY))
+    };
+    let mut stands: HashMap<ValueId, usize> =
+        g.params.iter().enumerate().map(|(i, p)| (*p, i)).collect();
+    // The guards' conditions `m == -inf`, by the index of `m`.
+    let mut is_ninf: HashMap<ValueId, usize> = HashMap::new();
+    for op in &g.ops {
+        match (op.name.as_str(), op.operands.as_slice()) {
+            ("ew.cmp", [a, b]) if op.attrs.get("pred").and_then(Attr::as_word) == Some("eq") => {
+                let m = if ninf(*b) { *a } else { *b };
+                if ninf(*a) || ninf(*b) {
+                    if let Some(i) = g.params.iter().position(|p| *p == m) {
+                        is_ninf.insert(op.result, i);
+                    }
+                }
+            }
+            ("ew.select", [c, t, f]) => {
+                if let (Some(j), Some(k)) = (is_ninf.get(c), stands.get(f)) {
+                    if j == k && full(*t).is_some() {
+                        stands.insert(op.result, *j);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    stands
 }

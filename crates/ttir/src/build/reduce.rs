@@ -369,45 +369,9 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         // of them, constants): 16-bit dot operands (see [`Em::dot_sum`]).
         let mut nonpos: HashSet<ValueId> = HashSet::new();
         let mut unit: HashSet<ValueId> = HashSet::new();
-        // Values that stand for an argument in `maxof` (its index): the
-        // argument itself, or its empty-row guard `select(m == -inf, c, m)`
-        // (where m is -inf, so is every element it is the maximum of), as
-        // the Python build's bound analysis (crates/triton reducers.rs).
-        let mut stands: HashMap<ValueId, usize> =
-            g.params.iter().enumerate().map(|(i, p)| (*p, i)).collect();
-        let mut is_ninf: HashMap<ValueId, usize> = HashMap::new();
-        let full = |v: ValueId| {
-            g.ops
-                .iter()
-                .find(|o| o.result == v && o.name == "tensor.full")
-        };
-        let ninf = |v: ValueId| {
-            full(v).is_some_and(|o| {
-                o.attrs.get("value").and_then(Attr::as_f64) == Some(f64::NEG_INFINITY)
-            })
-        };
-        for op in &g.ops {
-            match (op.name.as_str(), op.operands.as_slice()) {
-                ("ew.cmp", [a, b])
-                    if op.attrs.get("pred").and_then(Attr::as_word) == Some("eq") =>
-                {
-                    let m = if ninf(*b) { *a } else { *b };
-                    if ninf(*a) || ninf(*b) {
-                        if let Some(i) = g.params.iter().position(|p| *p == m) {
-                            is_ninf.insert(op.result, i);
-                        }
-                    }
-                }
-                ("ew.select", [c, t, f]) => {
-                    if let (Some(j), Some(k)) = (is_ninf.get(c), stands.get(f)) {
-                        if j == k && full(*t).is_some() {
-                            stands.insert(op.result, *j);
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
+        // Values that stand for an argument in `maxof` (its index), as the
+        // Python build's bound analysis takes them.
+        let stands = efir_triton::stand_ins(g);
         let param = |v: ValueId| stands.get(&v).copied();
         for op in &g.ops {
             let o = &op.operands;
