@@ -533,7 +533,8 @@ mod tests {
         let (m, d) = efir_ir::parse_and_verify(src, &reg);
         assert!(d.is_empty(), "{d:?}");
         let g = from_func(&m.funcs[0], &m).unwrap();
-        let (g, _, _) = crate::saturate::run_rules(g, crate::rules::FAMILIES, 4, 5_000, 5.0);
+        let (g, _, _) =
+            crate::saturate::run_rules(g, crate::rules::DEFAULT_FAMILIES, 4, 5_000, 5.0);
         assert!(g.egraph.classes().any(|c| c.nodes.len() > 1));
         let f = to_egraph_func(&g, Span::default()).unwrap();
         let mut reg = reg;

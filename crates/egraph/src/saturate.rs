@@ -4,7 +4,7 @@
 //! that reducers refer to (`@f`, `@h`) are kept as they are.
 
 use crate::convert::{from_egraph_func_in, from_func_in, graph_signatures, to_egraph_func, Graph};
-use crate::rules::{rules, FAMILIES};
+use crate::rules::{rules, DEFAULT_FAMILIES, FAMILIES};
 use efir_diagnostics::Span;
 use efir_diagnostics::{codes, Diag};
 use efir_ir::pass::{Pass, PassContext, PassFailed, PassInfo, PassOptions};
@@ -21,7 +21,7 @@ pub const INFO: PassInfo = PassInfo {
     options: &[
         (
             "families",
-            "rule families, separated by `,` or `+` (default: all)",
+            "rule families, separated by `,` or `+` (default: all but `split`)",
         ),
         ("iter-limit", "maximum iterations (default 30)"),
         ("node-limit", "maximum e-nodes (default 20000)"),
@@ -46,7 +46,7 @@ impl Saturate {
     pub fn from_options(o: &PassOptions) -> Result<Saturate, String> {
         INFO.check_options(o)?;
         let families: Vec<String> = match o.values.get("families") {
-            None => FAMILIES.iter().map(|s| s.to_string()).collect(),
+            None => DEFAULT_FAMILIES.iter().map(|s| s.to_string()).collect(),
             Some(v) => v
                 .split(['+', ',', ' '])
                 .filter(|s| !s.is_empty())

@@ -148,3 +148,8 @@ fn storage_rules_preserve_meaning() {
 fn view_rules_preserve_meaning() {
     check_family("view", &[]);
 }
+
+#[test]
+fn split_rules_preserve_meaning() {
+    check_family("split", &["refinement", "fusion"]);
+}
