@@ -83,6 +83,7 @@ mod search;
 mod space;
 #[cfg(feature = "after-tree")]
 mod tree;
+mod twins;
 mod values;
 
 pub use self::candidates::{candidate_func, candidate_funcs, candidate_module, summary};
@@ -92,6 +93,25 @@ pub use self::record::Enumeration;
 pub use self::space::{Mode, Partitions, Replicas, Space};
 #[cfg(feature = "after-tree")]
 pub use self::tree::TreeCount;
+
+/// The flash-decoding twins of `built` (`twins.rs`), named on after them
+/// (`@<name>.c<n>`, `n` from the number of candidates), with their kernel
+/// count and materialized bytes.
+fn split_twins(built: &[Func], name: &str) -> Vec<Func> {
+    let mut out: Vec<Func> = Vec::new();
+    for f in built {
+        let n = built.len() + out.len();
+        if let Some(mut t) = twins::split_states(f, &format!("{name}.c{n}")) {
+            let (kernels, bytes) = summary(&t);
+            let count = |n: u64| efir_ir::Attr::Int(i64::try_from(n).unwrap_or(i64::MAX));
+            t.attrs.insert("kernels".into(), count(kernels as u64));
+            t.attrs
+                .insert("materialized_bytes".into(), count(bytes as u64));
+            out.push(t);
+        }
+    }
+    out
+}
 
 use self::record::TAIL_SECS_PER_NODE;
 use crate::convert::Graph;
@@ -376,7 +396,12 @@ impl Pass for Compact {
             let built = candidate_funcs(&g, f.name_span, &res.candidates, self.threads)
                 .map_err(|e| fail(cx, e))?;
             tracing::debug!(function = %f.name, seconds = t.elapsed().as_secs_f64(), "compact: candidates built");
+            let twins = split_twins(&built, &g.name);
+            if !twins.is_empty() {
+                tracing::debug!(function = %f.name, twins = twins.len(), "compact: flash-decoding twins appended");
+            }
             funcs.extend(built);
+            funcs.extend(twins);
         }
         let kept: Vec<Func> = std::mem::take(&mut m.funcs)
             .into_iter()

@@ -29,7 +29,7 @@ fn collect_before_reduce(m: &Match<'_>) -> Vec<Rhs> {
 /// combine this module can write as IR: producer `#red.max`, consumer a
 /// sum (`h` = the library's `efir.exp_h.<dt>`) or a product of two sums
 /// (`efir.exp_h2.<dt>`), i.e. online softmax's normalizer and weighted sum.
-fn exp_repair_fields(r: &Attr) -> Option<usize> {
+pub fn exp_repair_fields(r: &Attr) -> Option<usize> {
     let Attr::Term(name, args) = r else {
         return None;
     };
