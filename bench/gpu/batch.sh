@@ -22,7 +22,7 @@ if [ "$stage" = prepare ]; then
   mkdir -p bench/gpu/bin
   cp target/release/efir-opt target/release/efir-translate bench/gpu/bin/
   strip bench/gpu/bin/efir-opt bench/gpu/bin/efir-translate 2>/dev/null || true
-  bash bench/gpu/prepare.sh 4 64
+  bash bench/gpu/prepare.sh 4 400
   bash bench/gpu/ttir_prepare.sh
   exit 0
 fi

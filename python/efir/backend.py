@@ -158,7 +158,7 @@ class ShapeCache:
             tensors0 = [x for x in args0 if isinstance(x, torch.Tensor)]
             budget = _api()._tune_budget(self.opts.get("tune"), tensors0, True)
             tuning = _family.Tuning(budget) if budget else None
-            fam = _family.build(make, sizes_from(args0), self.opts.get("candidates", 8), True, max_sizes=self.max_shapes, tuning=tuning)
+            fam = _family.build(make, sizes_from(args0), self.opts.get("candidates", _api().CANDIDATES), True, max_sizes=self.max_shapes, tuning=tuning)
         except (ImportError_, CompileError) as e:
             reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             self.static_reason = reason
