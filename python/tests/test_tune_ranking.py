@@ -72,3 +72,44 @@ def test_module_features_count_programs_per_kernel(tmp_path):
             e, b = line.split("triton.cdiv(")[1].rstrip(")").split(", ")
             ext[a] = math.ceil(int(e) / ns["DEFAULT_CONFIG"]["BLOCK_" + b[6:]])
     assert f["programs"][0] == math.prod(ext[x.strip()[3:]] for x in grid.split("*"))
+
+
+@pytest.mark.skipif(os.environ.get("EFIR_SKIP_TRITON") == "1", reason="no triton")
+def test_estimate_points_estimates_each_timed_schedule(tmp_path):
+    """bench/gpu/estimate_points.py re-translates a candidate at each schedule
+    a run timed: at the module's DEFAULT_CONFIG it gives the module's own
+    ESTIMATE, at another legal schedule another one, and a candidate the
+    candidate file lacks is left out."""
+    import json as _json
+    import re as _re
+
+    sys.path.insert(0, str(ROOT / "python" / "tests"))
+    import triton_harness as h
+
+    spec = importlib.util.spec_from_file_location("efir_bench_points", ROOT / "bench" / "gpu" / "estimate_points.py")
+    points = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(points)
+    gen = tmp_path / "src"
+    gen.mkdir()
+    cands = gen / "layernorm_gemm_B16.cands.efir"
+    h.sh(h.tool("efir-opt"), str(ROOT / "examples" / "small" / "layernorm_gemm.efir"), "--saturate",
+         "--compact=max-candidates=2", "-o", str(cands))
+    src = h.sh(h.tool("efir-translate"), "--to-triton", "--func", "layernorm_gemm.c0", str(cands)).stdout
+    default = eval(_re.search(r"^DEFAULT_CONFIG = (\{.*?\n\})", src, _re.M | _re.S).group(1))  # noqa: S307
+    space = eval(_re.search(r"^CONFIG_SPACE = (\{.*?\n\})", src, _re.M | _re.S).group(1))  # noqa: S307
+    est = _json.loads(_re.search(r"^ESTIMATE = (\{.*\})$", src, _re.M).group(1))["time_us"]
+    # the largest legal block of the first axis: another schedule
+    key = next(k for k in default if k.startswith("BLOCK_") and len(space[k]) > 1)
+    other = dict(default, **{key: max(space[key]) if default[key] != max(space[key]) else min(space[key])})
+    other["num_warps"] = 8
+    res = {"workload": "layernorm_gemm", "B": 16, "efir": [
+        {"candidate": "layernorm_gemm_c0", "config": default, "quick_us": 5.0},
+        {"candidate": "layernorm_gemm_c0", "config": other, "quick_us": 9.0},
+        {"candidate": "layernorm_gemm_c99", "config": default, "quick_us": 1.0},
+        {"candidate": "layernorm_gemm_c0", "config": default, "quick_us": None},
+    ]}
+    pts = points.case_points(res, str(gen), h.tool("efir-translate"))
+    assert [p["measured_us"] for p in pts] == [5.0, 9.0]
+    assert pts[0]["estimate_us"] == pytest.approx(est)
+    assert pts[1]["estimate_us"] != pytest.approx(est)
+    assert all(p["candidate"] == "layernorm_gemm_c0" for p in pts)

@@ -23,6 +23,11 @@ pub struct Estimate {
     /// Elements of the largest block a program holds (matmul operands and
     /// result together, or a block it reduces).
     pub largest_block: f64,
+    /// Shared memory (bytes) the most demanding kernel stages for its
+    /// pipelined (`tl.dot`) loops: num_stages of every tile such a loop
+    /// loads a trip (an upper bound; the default schedule keeps it within
+    /// the SM's 227 KB).
+    pub shared_bytes: f64,
 }
 
 /// The latency of one loop trip of a program (microseconds), a lower bound
@@ -31,6 +36,30 @@ const LOOP_TRIP_US: f64 = 0.18;
 
 /// Streaming multiprocessors of the H200.
 const SMS: f64 = 132.0;
+
+/// The latency (microseconds) a loop trip waits for one load it streams
+/// from DRAM, where nothing overlaps it with other trips. Llama MLP
+/// projections at batch 1 on the H200 (session 29), whose loops over K run
+/// on the CUDA cores (blocks under 16 rows: no `tl.dot`, so Triton does not
+/// pipeline them), took 1.3-1.5 us a trip whatever the tile (4-16 KB):
+/// rmsnorm_mlp c5's gate loop at K blocks 32/64/128, 200.8/142.3/84.7 us.
+/// 1.0 (with the loops a `tl.dot` pipelines dividing it by num_stages - 1)
+/// ranks session 29's 503 timed schedules best
+/// (`bench/gpu/estimate_points.py`: mean Spearman over the 23 cases 0.50,
+/// 0.49 at 1.3, 0.18 without the term).
+const DRAM_TRIP_US: f64 = 1.0;
+
+/// A load whose traffic over a kernel reaches this many bytes streams from
+/// DRAM (a trip waits [`DRAM_TRIP_US`] for it); below it, it is taken to
+/// hit L2 (re-read rows, vectors of a norm's weights).
+const DRAM_TRAFFIC: f64 = 4.0e6;
+
+/// Shared memory a block of the H200 may use (227 KB).
+const SHARED_BYTES: f64 = 232_448.0;
+
+/// Warps an SM keeps resident for the latency model (a quarter of its 64:
+/// the registers of a matmul tile allow about that many).
+const RESIDENT_WARPS: f64 = 16.0;
 
 /// The H200's dense fp16 matmul rate (flop/s).
 const MATMUL_RATE: f64 = 671e12;
@@ -78,6 +107,17 @@ fn own_blocks(
         } as f64)
     });
     (blocks, sub)
+}
+
+/// A loop nest of a kernel as the estimate's latency term reads it.
+#[derive(Default)]
+struct Nest {
+    loops: Vec<usize>,
+    trips: f64,
+    dram_loads: f64,
+    /// Bytes a trip loads (every load of the nest, per program).
+    tile_bytes: f64,
+    dot: bool,
 }
 
 pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
@@ -181,9 +221,11 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         };
         let programs: f64 = k.grid.iter().map(|a| tiles(a)).product();
         let (mut bytes, mut flops, mut dot_s) = (0.0, 0.0, 0.0);
-        // Trips of each loop nest a program runs (one entry per nest; loops
-        // one after another are separate nests, even over one axis).
-        let mut nests: Vec<(Vec<usize>, f64)> = Vec::new();
+        // Per loop nest a program runs (loops one after another are separate
+        // nests, even over one axis): its trips, the loads of a trip that
+        // stream from DRAM, and whether a `tl.dot` in it (every block at
+        // least 16) lets Triton pipeline its loads.
+        let mut nests: Vec<Nest> = Vec::new();
         for w in &k.work {
             // A causally clipped loop runs about half its tiles on average.
             let trips: f64 = w
@@ -211,13 +253,36 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                     }
                 })
                 .product();
+            let elems: f64 = w.sizes.iter().map(|s| size(s)).product();
             if !w.nest.is_empty() {
-                match nests.iter_mut().find(|(l, _)| *l == w.nest) {
-                    Some((_, t)) => *t = t.max(trips),
-                    None => nests.push((w.nest.clone(), trips)),
+                let i = match nests.iter().position(|n| n.loops == w.nest) {
+                    Some(i) => i,
+                    None => {
+                        nests.push(Nest {
+                            loops: w.nest.clone(),
+                            ..Nest::default()
+                        });
+                        nests.len() - 1
+                    }
+                };
+                let n = &mut nests[i];
+                n.trips = n.trips.max(trips);
+                if !w.flops && elems * w.bytes as f64 * trips * programs >= DRAM_TRAFFIC {
+                    n.dram_loads += 1.0;
+                }
+                if !w.flops {
+                    n.tile_bytes += elems * w.bytes as f64;
+                }
+                if w.flops && w.sizes.len() >= 3 {
+                    let m = w.sizes.len();
+                    n.dot |= w.sizes[m - 3..]
+                        .iter()
+                        .all(|s| match s.strip_prefix("BLOCK_") {
+                            Some(a) => raw_block(ov, a) >= 16.0,
+                            None => size(s) >= 16.0,
+                        });
                 }
             }
-            let elems: f64 = w.sizes.iter().map(|s| size(s)).product();
             if w.flops {
                 let f = 2.0 * elems * trips * programs;
                 flops += f;
@@ -245,9 +310,40 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         let stream = (bytes / 4.27e12).max(dot_s) / share * 1e6;
         // A program's loop trips follow one another: a kernel takes at least
         // LOOP_TRIP_US per trip of its loops (ngpt's one-kernel plan with two
-        // loops of 64 trips over rows of 4096 measured 23.2 us on the H200).
-        let serial: f64 = nests.iter().map(|(_, t)| t).sum::<f64>() * LOOP_TRIP_US;
+        // loops of 64 trips over rows of 4096 measured 23.2 us on the H200),
+        // and a trip waits DRAM_TRIP_US for each load it streams from DRAM,
+        // divided by the loads in flight (num_stages - 1) where Triton
+        // pipelines the loop (a `tl.dot` in it); programs beyond those an SM
+        // keeps resident run in further waves.
+        let warps = f64::from(p.kernel_warps.get(ki).copied().flatten().unwrap_or(p.warps));
+        let stages = f64::from(
+            p.kernel_stages
+                .get(ki)
+                .copied()
+                .flatten()
+                .unwrap_or(p.stages),
+        );
+        let resident = SMS * (RESIDENT_WARPS / warps.max(1.0)).max(1.0);
+        let waves = (programs / resident).ceil().max(1.0);
+        let serial: f64 = nests
+            .iter()
+            .map(|n| {
+                let depth = if n.dot { (stages - 1.0).max(1.0) } else { 1.0 };
+                n.trips * (LOOP_TRIP_US + n.dram_loads * DRAM_TRIP_US / depth)
+            })
+            .sum::<f64>()
+            * waves;
         time += stream.max(serial);
+        // Triton stages the tiles a pipelined (`tl.dot`) loop loads in shared
+        // memory, num_stages of each: beyond the SM's 227 KB the kernel may
+        // not compile (bench/gpu/run.py counts such schedules infeasible).
+        // (Loops one after another reuse it: the largest counts.)
+        let staged: f64 = nests
+            .iter()
+            .filter(|n| n.dot)
+            .map(|n| n.tile_bytes * stages)
+            .fold(0.0, f64::max);
+        est.shared_bytes = est.shared_bytes.max(staged);
     }
     est.time_us = time + 2.0 * est.kernels as f64;
     // Blocks far beyond what fits in registers spill (or do not compile):
@@ -296,14 +392,20 @@ pub fn estimate(p: &Plan<'_>) -> Result<Estimate, String> {
 /// registers without spilling (128 per thread).
 const DEFAULT_FOOTPRINT: f64 = 16384.0;
 
+/// The pipeline depths the default schedule may take (`num_stages`; 5 and
+/// more rarely fit shared memory with the blocks the defaults choose, and 1
+/// never pipelines).
+const DEFAULT_STAGES: [u32; 3] = [2, 3, 4];
+
 /// Rounds of coordinate descent over the default blocks.
 const DESCENT_ROUNDS: usize = 4;
 
-/// Choose the plan's default blocks by its static estimate: coordinate
-/// descent over each axis's legal blocks (the kernels' text does not depend
+/// Choose the plan's default blocks (and `num_stages`) by its static
+/// estimate: coordinate descent over each axis's legal blocks (the kernels' text does not depend
 /// on them, so they are emitted once), keeping a change only when it lowers
 /// the estimate by at least 2% and keeps the largest block within
-/// [`DEFAULT_FOOTPRINT`] (or the plan's own largest block, if that is more).
+/// [`DEFAULT_FOOTPRINT`] (or the plan's own largest block, if that is more)
+/// and the staged tiles within [`SHARED_BYTES`] (or the plan's own).
 /// A loop over a whole row then takes few long trips, a matmul at a few rows
 /// fills the SMs, and candidates are ranked at their best static schedule.
 /// A program with a `schedule` attribute (a tuner's choice) keeps it.
@@ -321,6 +423,8 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
         .ok()?;
     let mut best = estimate_of(p, &ks);
     let limit = best.largest_block.max(DEFAULT_FOOTPRINT);
+    let shared = best.shared_bytes.max(SHARED_BYTES);
+    let fits = |e: &Estimate| e.largest_block <= limit && e.shared_bytes <= shared;
     // The estimate's causal clipping (half the tiles, one diagonal tile) is
     // too coarse to choose blocks by: the axes of a kernel with a causal
     // loop keep their defaults.
@@ -412,7 +516,7 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
             {
                 set(p, Some(b));
                 let e = estimate_of(p, &ks);
-                if e.largest_block <= limit && e.time_us < best.time_us * 0.98 {
+                if fits(&e) && e.time_us < best.time_us * 0.98 {
                     best = e;
                     pick = Some(b);
                 }
@@ -420,6 +524,20 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
             set(p, pick);
             moved |= pick != current;
         }
+        // And the pipeline depth of the loops with a `tl.dot`: the stages
+        // that hide their loads' DRAM latency within shared memory.
+        let current = p.stages;
+        let mut pick = current;
+        for s in DEFAULT_STAGES.into_iter().filter(|&s| s != current) {
+            p.stages = s;
+            let e = estimate_of(p, &ks);
+            if fits(&e) && e.time_us < best.time_us * 0.98 {
+                best = e;
+                pick = s;
+            }
+        }
+        p.stages = pick;
+        moved |= pick != current;
         if !moved {
             break;
         }
