@@ -207,6 +207,10 @@ struct KernelEmitter<'p, 'a> {
 #[derive(Clone, Debug)]
 struct Work {
     bytes: u64,
+    /// Bytes of the whole buffer a load reads (0 for stores, registers and
+    /// matmuls): the estimate takes a large one to stream from DRAM, a
+    /// small one re-read by many programs to stay in L2.
+    source: f64,
     sizes: Vec<String>,
     loops: Vec<String>,
     /// The loops of `loops`, each by its number in the kernel: two loops
@@ -219,6 +223,16 @@ struct Work {
 /// loop below the diagonal or the diagonal's own.
 fn is_clipped(l: &str) -> bool {
     l.ends_with("/causal") || l.ends_with("/diag")
+}
+
+/// Bytes of a buffer of shape `shape` and dtype `dtype` (a symbolic dim at
+/// its representative size; a tile count as 1).
+fn buffer_bytes(shape: &[efir_ir::Dim], dtype: DType) -> f64 {
+    let elems: f64 = shape
+        .iter()
+        .map(|d| Extent::of(d).size().unwrap_or(1) as f64)
+        .product();
+    elems * dtype_bytes(dtype) as f64
 }
 
 fn dtype_bytes(d: DType) -> u64 {

@@ -215,6 +215,7 @@ impl KernelEmitter<'_, '_> {
         sizes.retain(|s| !s.is_empty());
         self.work.push(Work {
             bytes: 2,
+            source: 0.0,
             sizes,
             loops: self.loops[..depth.min(self.loops.len())].to_vec(),
             nest: self.nest[..depth.min(self.loops.len())].to_vec(),

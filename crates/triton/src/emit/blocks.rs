@@ -274,6 +274,7 @@ impl KernelEmitter<'_, '_> {
             }
             self.work.push(Work {
                 bytes: dtype_bytes(l.dtype),
+                source: buffer_bytes(&l.shape, l.dtype),
                 sizes: dims.iter().map(|d| d.size.clone()).collect(),
                 loops: self.loops[..depth].to_vec(),
                 nest: self.nest[..depth].to_vec(),

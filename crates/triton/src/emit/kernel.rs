@@ -157,6 +157,7 @@ fn emit_kernel_with(
         }
         e.work.push(Work {
             bytes: dtype_bytes(l.dtype),
+            source: 0.0,
             sizes: b.dims.iter().map(|d| d.size.clone()).collect(),
             loops: Vec::new(),
             nest: Vec::new(),

@@ -237,6 +237,7 @@ impl KernelEmitter<'_, '_> {
         sizes.push(n.clone());
         self.work.push(Work {
             bytes: 2,
+            source: 0.0,
             sizes,
             loops: self.loops[..depth].to_vec(),
             nest: self.nest[..depth].to_vec(),

@@ -145,6 +145,7 @@ impl KernelEmitter<'_, '_> {
                 // traffic.
                 self.work.push(Work {
                     bytes: 0,
+                    source: 0.0,
                     sizes: x0
                         .dims
                         .iter()

@@ -15,7 +15,9 @@
 //! [`super::views`]), and the reshaped value is never stored.
 
 use super::views::regroup;
-use super::{along, buf_param, dtype_bytes, extents, Blk, KernelEmitter, Layout, Val, Work, BD};
+use super::{
+    along, buf_param, buffer_bytes, dtype_bytes, extents, Blk, KernelEmitter, Layout, Val, Work, BD,
+};
 use crate::Extent;
 use efir_ir::{Attr, Dim, ValueId};
 
@@ -315,6 +317,7 @@ impl KernelEmitter<'_, '_> {
         }
         self.work.push(Work {
             bytes: dtype_bytes(t.dtype),
+            source: buffer_bytes(&t.shape, t.dtype),
             sizes: dims.iter().map(|d| d.size.clone()).collect(),
             loops: self.loops[..depth].to_vec(),
             nest: self.nest[..depth].to_vec(),
@@ -364,6 +367,7 @@ impl KernelEmitter<'_, '_> {
         self.line(depth, line);
         self.work.push(Work {
             bytes: dtype_bytes(t.dtype),
+            source: buffer_bytes(&t.shape, t.dtype),
             sizes: dims.iter().map(|d| d.size.clone()).collect(),
             loops: self.loops[..depth].to_vec(),
             nest: self.nest[..depth].to_vec(),

@@ -158,6 +158,10 @@ impl KernelEmitter<'_, '_> {
         }
         self.work.push(Work {
             bytes: dtype_bytes(dtype),
+            source: f
+                .ty(buf)
+                .as_tensor()
+                .map_or(0.0, |t| buffer_bytes(&t.shape, t.dtype)),
             sizes: dims.iter().map(|d| d.size.clone()).collect(),
             loops: self.loops[..depth].to_vec(),
             nest: self.nest[..depth].to_vec(),
