@@ -262,7 +262,7 @@ def test_pipeline_error_is_compile_error_with_diagnostic(tmp_path, monkeypatch):
     assert isinstance(e.__cause__, _efir.EfirError)
     assert e.code == "E0202"
     first = str(e).splitlines()[0]
-    assert first.startswith("efir-opt --saturate --compact=max-candidates=8 failed: error[E0202]: "), first
+    assert first.startswith(f"efir-opt --saturate --compact=max-candidates={cmod.CANDIDATES} failed: error[E0202]: "), first
     assert "program.efir:" in e.diagnostic and "ew.bogus" in e.diagnostic and "^" in e.diagnostic
     assert e.diagnostic in str(e)
 
