@@ -78,10 +78,29 @@ def test_search_with_nothing_correct_returns_no_candidate():
 
 
 def test_neighbours_stay_in_the_space():
-    for nb in tune.neighbours(DEFAULT, SPACE):
+    nbs = tune.neighbours(DEFAULT, SPACE)
+    for nb in nbs:
         for k, v in nb.items():
             assert v in SPACE[k]
-        assert sum(nb[k] != DEFAULT[k] for k in DEFAULT) == 1
+        moved = [k for k in DEFAULT if nb[k] != DEFAULT[k]]
+        # one parameter, or one block and num_warps the same way
+        assert len(moved) == 1 or (
+            len(moved) == 2
+            and "num_warps" in moved
+            and (nb[moved[0]] > DEFAULT[moved[0]]) == (nb["num_warps"] > DEFAULT["num_warps"])
+        ), moved
+    assert len(set(map(lambda c: tuple(sorted(c.items())), nbs))) == len(nbs)
+
+
+def test_neighbours_double_a_block_with_its_warps():
+    space = {"BLOCK_m": [32, 64, 128], "BLOCK_n": [64], "num_warps": [2, 4, 8], "num_stages": [2, 3]}
+    cfg = {"BLOCK_m": 64, "BLOCK_n": 64, "num_warps": 4, "num_stages": 3}
+    nbs = tune.neighbours(cfg, space)
+    assert {**cfg, "BLOCK_m": 128, "num_warps": 8} in nbs
+    assert {**cfg, "BLOCK_m": 32, "num_warps": 2} in nbs
+    assert {**cfg, "BLOCK_m": 128} in nbs
+    # kept to the keys it may move (one kernel's group without num_warps)
+    assert all(c["num_warps"] == 4 for c in tune.neighbours(cfg, space, {"BLOCK_m"}))
 
 
 def test_samples_include_whole_rows_where_a_domain_holds_them():
@@ -399,8 +418,10 @@ def test_search_tunes_one_kernel_at_a_time():
     for b in batches[1:]:
         moved = set()
         for c in b:
+            # one step from a measured schedule (a block, or a block and num_warps with it)
             near = [dict(s) for s in seen if sum(dict(s)[k] != c[k] for k in c) == 1]
-            assert near, c  # one step from a measured schedule
+            near += [dict(s) for s in seen if sum(dict(s)[k] != c[k] for k in c) == 2 and dict(s)["num_warps"] != c["num_warps"]]
+            assert near, c
             moved |= {k for k in c if c[k] != near[0][k]}
         assert any(moved <= set(g) for g in gs), moved  # one group per round
         seen += [tuple(sorted(c.items())) for c in b]
