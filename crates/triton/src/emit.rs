@@ -217,6 +217,23 @@ struct Work {
     /// over one axis one after the other are two nests, not one.
     nest: Vec<usize>,
     flops: bool,
+    /// A load's or store's block along its buffer's last (contiguous) dim,
+    /// where the block's dims follow the buffer's: the contiguous run of
+    /// each row it touches. A run under a 32-byte sector moves whole
+    /// sectors (the estimate counts their bytes). `None`: not known.
+    run: Option<String>,
+}
+
+/// The block of `dims` (one per dim of a buffer of extents `exts`, aligned
+/// at the end: a leading collected dim may precede them) along the buffer's
+/// last dim of an extent other than 1: the contiguous run of each row a
+/// load or store of that block touches (see [`Work::run`]).
+fn contiguous_run(dims: &[BD], exts: &[Extent]) -> Option<String> {
+    dims.iter()
+        .rev()
+        .zip(exts.iter().rev())
+        .find(|(_, e)| !matches!(e, Extent::N(1)))
+        .map(|(d, _)| d.size.clone())
 }
 
 /// Whether a loop (as [`Work`] names it) is clipped by a causal bound: the

@@ -220,6 +220,7 @@ impl KernelEmitter<'_, '_> {
             loops: self.loops[..depth.min(self.loops.len())].to_vec(),
             nest: self.nest[..depth.min(self.loops.len())].to_vec(),
             flops: true,
+            run: None,
         });
         Some(t)
     }

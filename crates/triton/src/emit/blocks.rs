@@ -279,6 +279,7 @@ impl KernelEmitter<'_, '_> {
                 loops: self.loops[..depth].to_vec(),
                 nest: self.nest[..depth].to_vec(),
                 flops: false,
+                run: contiguous_run(&dims, &exts),
             });
             self.note_load(&var, &name, &exts, &dims, l.dtype, depth);
             fields.push(Val::T(Blk {

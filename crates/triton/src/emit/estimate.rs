@@ -97,6 +97,23 @@ fn dot_rate_share(padded: &[f64], real: impl Iterator<Item = f64>) -> f64 {
     dot_efficiency(real)
 }
 
+/// The DRAM and L2 move whole sectors of this many bytes.
+const SECTOR: f64 = 32.0;
+
+/// How many times its bytes a load or store moves: a block whose rows run
+/// fewer than [`SECTOR`] contiguous bytes along the buffer's last dim moves
+/// a whole sector per row (the flash-decoding combine of attention decode
+/// at B=1, one head dim's element per program: 4 bytes of each 32).
+fn sector_waste(w: &Work, size: &dyn Fn(&str) -> f64) -> f64 {
+    match &w.run {
+        Some(s) if w.bytes > 0 => {
+            let run = size(s).max(1.0) * w.bytes as f64;
+            (SECTOR / run).max(1.0)
+        }
+        _ => 1.0,
+    }
+}
+
 /// A kernel's own blocks (see `Plan::kernel_blocks`) as the estimate reads
 /// them: those that replace an axis's block, and the sub-block of the loop
 /// over its tile of a collected axis (at most that tile, and the extent).
@@ -311,7 +328,7 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                 let share = dot_rate_share(&padded, w.sizes.iter().map(|s| size(s)));
                 dot_s += f / (MATMUL_RATE * share);
             } else {
-                bytes += elems * w.bytes as f64 * trips * programs;
+                bytes += elems * w.bytes as f64 * trips * programs * sector_waste(w, &size);
             }
         }
         est.bytes += bytes;

@@ -162,6 +162,12 @@ fn emit_kernel_with(
             loops: Vec::new(),
             nest: Vec::new(),
             flops: false,
+            // (Through views, the stored elements' order is the views'.)
+            run: if through.is_none() {
+                contiguous_run(&b.dims, &exts)
+            } else {
+                None
+            },
         });
     }
     let mut buffers: Vec<(ValueId, usize)> = e.loads.iter().copied().collect();

@@ -242,6 +242,7 @@ impl KernelEmitter<'_, '_> {
             loops: self.loops[..depth].to_vec(),
             nest: self.nest[..depth].to_vec(),
             flops: true,
+            run: None,
         });
         let e = if unit_batch(&xa) && unit_batch(&xb) {
             // One matrix per program: drop the unit batch dims.

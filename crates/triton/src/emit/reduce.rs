@@ -155,6 +155,7 @@ impl KernelEmitter<'_, '_> {
                     loops: self.loops[..depth.min(self.loops.len())].to_vec(),
                     nest: self.nest[..depth.min(self.loops.len())].to_vec(),
                     flops: false,
+                    run: None,
                 });
                 let (fun, ident) = if name == "red.sum" {
                     ("tl.sum", "0.0")

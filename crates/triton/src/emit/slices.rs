@@ -322,6 +322,7 @@ impl KernelEmitter<'_, '_> {
             loops: self.loops[..depth].to_vec(),
             nest: self.nest[..depth].to_vec(),
             flops: false,
+            run: None,
         });
         Ok(var)
     }
@@ -372,6 +373,7 @@ impl KernelEmitter<'_, '_> {
             loops: self.loops[..depth].to_vec(),
             nest: self.nest[..depth].to_vec(),
             flops: false,
+            run: super::contiguous_run(dims, &exts),
         });
         Ok(var)
     }

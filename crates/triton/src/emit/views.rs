@@ -166,6 +166,7 @@ impl KernelEmitter<'_, '_> {
             loops: self.loops[..depth].to_vec(),
             nest: self.nest[..depth].to_vec(),
             flops: false,
+            run: None,
         });
         let _ = v;
         Ok(Val::T(Blk {
