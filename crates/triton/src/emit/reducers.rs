@@ -133,6 +133,12 @@ impl KernelEmitter<'_, '_> {
             env.insert(*p, (a.clone(), u));
         }
         let mut iv: HashMap<ValueId, bcast::Bound> = HashMap::new();
+        // f32 differences by their result: `exp(a - b)` is emitted as
+        // `exp2(a * log2(e) - b * log2(e))`, one fused multiply-add and the
+        // ex2 instruction per element (tl.exp multiplies by log2(e) after
+        // the subtraction: two), as FlashAttention's kernels do; the
+        // scaled row maximum `b` is a row's value, computed once per row.
+        let mut diffs: HashMap<ValueId, (String, String)> = HashMap::new();
         let stands = stand_ins(g);
         let param = |v: ValueId| stands.get(&v).copied();
         for op in &g.ops {
@@ -150,10 +156,17 @@ impl KernelEmitter<'_, '_> {
                 let xs: Vec<String> = op.operands.iter().map(|o| env[o].0.clone()).collect();
                 let us: Vec<(usize, Units)> =
                     op.operands.iter().map(|o| (r, env[o].1.clone())).collect();
-                (
-                    pointwise(&op.name, &op.attrs, &xs, dt)?,
-                    pointwise_units(r, &us),
-                )
+                let e = match (op.name.as_str(), op.operands.as_slice()) {
+                    ("ew.exp", [x]) if dt == DType::F32 && diffs.contains_key(x) => {
+                        let (a, b) = &diffs[x];
+                        format!("tl.exp2(({a}).to(tl.float32) * {LOG2E} - ({b}).to(tl.float32) * {LOG2E})")
+                    }
+                    _ => pointwise(&op.name, &op.attrs, &xs, dt)?,
+                };
+                if op.name == "ew.sub" && dt == DType::F32 && xs.len() == 2 {
+                    diffs.insert(op.result, (xs[0].clone(), xs[1].clone()));
+                }
+                (e, pointwise_units(r, &us))
             };
             let var = self.fresh("g");
             self.line(depth, format!("{var} = {e}"));
@@ -181,6 +194,9 @@ impl KernelEmitter<'_, '_> {
         Ok(g.returns.iter().map(|x| env[x].0.clone()).collect())
     }
 }
+
+/// log2(e), as Python writes the f64 nearest it.
+const LOG2E: &str = "1.4426950408889634";
 
 /// The values of a pointwise function `g` that stand for one of its
 /// arguments (by index), as a maximum producer's state: the argument itself,
