@@ -373,6 +373,11 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         // Python build's bound analysis takes them.
         let stands = efir_triton::stand_ins(g);
         let param = |v: ValueId| stands.get(&v).copied();
+        // f32 differences by their result, their operands before
+        // broadcasting: `exp(a - b)` is built as `exp2(a * log2(e) - b *
+        // log2(e))`, as the Python build emits it (`b`, a row's maximum,
+        // scaled once per row).
+        let mut diffs: HashMap<ValueId, (Blk<'c, 'm>, Blk<'c, 'm>)> = HashMap::new();
         for op in &g.ops {
             let o = &op.operands;
             let bounded = match op.name.as_str() {
@@ -420,6 +425,17 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                         .cloned()
                         .zip(op.operands.iter().map(|o| unit.contains(o)))
                         .collect();
+                    if n == "ew.exp" && dt == DType::F32 {
+                        if let Some((a, b)) = op.operands.first().and_then(|x| diffs.get(x)) {
+                            let (a, b) = (a.clone(), b.clone());
+                            let y = self.exp2_of_difference(a, b, depth)?;
+                            env.insert(op.result, y);
+                            continue;
+                        }
+                    }
+                    if n == "ew.sub" && dt == DType::F32 && xs.len() == 2 {
+                        diffs.insert(op.result, (xs[0].clone(), xs[1].clone()));
+                    }
                     let xs = self.broadcast_all(xs, depth)?;
                     let outer = n == "ew.mul"
                         && pre.len() == 2
@@ -444,6 +460,30 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             out.push(self.cast(b, DType::F32)?);
         }
         Ok(out)
+    }
+
+    /// `exp(a - b)` in f32 as `exp2(a * log2(e) - b * log2(e))`, each
+    /// product at its operand's own shape (a row's maximum once per row).
+    fn exp2_of_difference(
+        &mut self,
+        a: Blk<'c, 'm>,
+        b: Blk<'c, 'm>,
+        depth: usize,
+    ) -> R<Blk<'c, 'm>> {
+        let mut scaled = Vec::new();
+        for x in [a, b] {
+            let x = self.cast(&x, DType::F32)?;
+            let shape = x.shape();
+            let l = self.splat_const(depth, std::f64::consts::LOG2_E, &shape, DType::F32)?;
+            let tf = ty_text(&shape, dtype_name(DType::F32));
+            let v = self.val(depth, "arith.mulf", &[x.v, l], &tf, &[])?;
+            scaled.push(self.with(&x, v, DType::F32));
+        }
+        let xs = self.broadcast_all(scaled, depth)?;
+        let d = self.pointwise_blocks("ew.sub", &indexmap::IndexMap::new(), xs, DType::F32)?;
+        let tf = ty_text(&d.shape(), dtype_name(DType::F32));
+        let v = self.val(depth, "math.exp2", &[d.v], &tf, &[])?;
+        Ok(self.with(&d, v, DType::F32))
     }
 
     /// Merge reducer states `a` and `b` (blocks of one shape, f32 or an
