@@ -206,7 +206,7 @@ class Kernel:
             "arith.minnumf": lambda: np.fmin(x, a[1]), "arith.maxsi": lambda: np.maximum(x, a[1]),
             "arith.minsi": lambda: np.minimum(x, a[1]), "arith.negf": lambda: -x,
             "arith.select": lambda: np.where(x, a[1], a[2]).astype(np.asarray(a[1]).dtype),
-            "math.exp": lambda: np.exp(x), "math.log": lambda: np.log(x), "math.sqrt": lambda: np.sqrt(x),
+            "math.exp": lambda: np.exp(x), "math.exp2": lambda: np.exp2(x), "math.log": lambda: np.log(x), "math.sqrt": lambda: np.sqrt(x),
             "math.rsqrt": lambda: (1 / np.sqrt(x)).astype(np.asarray(x).dtype), "math.absf": lambda: np.abs(x),
             "math.erf": lambda: _erf(x),
             "arith.extf": lambda: np.asarray(x).astype(to), "arith.truncf": lambda: np.asarray(x).astype(to),
