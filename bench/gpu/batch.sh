@@ -43,7 +43,7 @@ case "$stage" in
     timeout "$lim" python3 bench/gpu/family.py --tune 10 --out "$out/family-tuned.json" ;;
   attn)
     timeout "$lim" python3 bench/gpu/run.py --workloads attn_prefill,attn_decode --batches 1,8,16 \
-      --candidates 3 --warm 8 --sweep 6 --climb 1 --climb-width 6 --compile-budget 10 --compile-timeout 25 \
+      --candidates 3 --warm 8 --sweep 6 --climb 1 --climb-width 8 --compile-budget 10 --compile-timeout 25 \
       --out "$out/attn.json" --md "$out/attn.md" ;;
   tune)
     timeout "$lim" python3 bench/gpu/tune_bench.py --out "$out/tune.json" ;;
