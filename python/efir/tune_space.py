@@ -31,8 +31,9 @@ def neighbours(cfg, space, keys=None):
     `num_warps_*`/`num_stages_*`) changed by one step. `keys`, if given:
     only those parameters move."""
     out = []
-    wspace = space.get("num_warps")
-    joint = wspace is not None and "num_warps" in cfg and (keys is None or "num_warps" in keys)
+    # num_warps moving with a block: 0 (no joint move) where it cannot.
+    wspace = space.get("num_warps") or ()
+    warps = int(cfg["num_warps"]) if wspace and "num_warps" in cfg and (keys is None or "num_warps" in keys) else 0
     for k, v in space.items():
         if keys is not None and k not in keys:
             continue
@@ -40,7 +41,8 @@ def neighbours(cfg, space, keys=None):
             vs = sorted({int(x) for x in v})
             if len(vs) < 2 or k not in cfg:
                 continue
-            for x, w in ((int(cfg[k]) * 2, int(cfg["num_warps"]) * 2 if joint else 0), (int(cfg[k]) // 2, int(cfg["num_warps"]) // 2 if joint else 0)):
+            b = int(cfg[k])
+            for x, w in ((b * 2, warps * 2), (b // 2, warps // 2)):
                 if x in vs:
                     out.append({**cfg, k: x})
                     if w in WARPS and w in wspace:

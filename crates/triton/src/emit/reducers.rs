@@ -159,7 +159,8 @@ impl KernelEmitter<'_, '_> {
                 let e = match (op.name.as_str(), op.operands.as_slice()) {
                     ("ew.exp", [x]) if dt == DType::F32 && diffs.contains_key(x) => {
                         let (a, b) = &diffs[x];
-                        format!("tl.exp2(({a}).to(tl.float32) * {LOG2E} - ({b}).to(tl.float32) * {LOG2E})")
+                        let l = std::f64::consts::LOG2_E;
+                        format!("tl.exp2(({a}).to(tl.float32) * {l} - ({b}).to(tl.float32) * {l})")
                     }
                     _ => pointwise(&op.name, &op.attrs, &xs, dt)?,
                 };
@@ -194,9 +195,6 @@ impl KernelEmitter<'_, '_> {
         Ok(g.returns.iter().map(|x| env[x].0.clone()).collect())
     }
 }
-
-/// log2(e), as Python writes the f64 nearest it.
-const LOG2E: &str = "1.4426950408889634";
 
 /// The values of a pointwise function `g` that stand for one of its
 /// arguments (by index), as a maximum producer's state: the argument itself,
