@@ -54,20 +54,30 @@ class gpu_lock:
 
 
 class _Warm:
-    """Stands for a @triton.jit kernel while a module is run only to compile
-    it: `kernel[grid](*args, **kw)` compiles (Triton's `warmup`: into the
-    in-memory and on-disk caches) without launching anything; with `launch`
-    set, it launches."""
+    """While a module is run only to compile it, `kernel[grid](*args, **kw)`
+    compiles (Triton's `warmup`: into the in-memory and on-disk caches)
+    without launching anything; with `launch` set, it launches. Installed
+    on Triton's kernel class (`install`, once per worker process), not on
+    the module's names: a launch group's kernel calls its members by their
+    names, which must stay Triton's kernels."""
 
     launch = False
 
-    def __init__(self, fn):
-        self.fn = fn
+    @staticmethod
+    def install():
+        from triton.runtime.jit import KernelInterface
 
-    def __getitem__(self, grid):
-        if _Warm.launch:
-            return self.fn[grid]
-        return lambda *args, **kw: self.fn.warmup(*args, grid=grid, **kw)
+        if getattr(KernelInterface, "_efir_warm", False):
+            return
+        real = KernelInterface.__getitem__
+
+        def getitem(self, grid):
+            if _Warm.launch or not hasattr(self, "warmup"):
+                return real(self, grid)
+            return lambda *args, **kw: self.warmup(*args, grid=grid, **kw)
+
+        KernelInterface.__getitem__ = getitem
+        KernelInterface._efir_warm = True
 
 
 def _compile_job(path, cfg, mods):
@@ -90,9 +100,7 @@ def _compile_job(path, cfg, mods):
         if path not in mods:
             mod = _load(path, f"pre_{os.getpid()}_{len(mods)}")
             if dev == "cuda":
-                for k, v in list(vars(mod).items()):
-                    if hasattr(v, "warmup") and hasattr(v, "fn") and hasattr(v, "__getitem__"):
-                        setattr(mod, k, _Warm(v))
+                _Warm.install()
             mods[path] = mod
         mod = mods[path]
         res = {"ok": True}

@@ -152,7 +152,9 @@ def structure(src, space):
     kernels = []
     for m in _LAUNCH.finditer(src):
         name, grid, args = m.groups()
-        if name not in bodies:
+        # (A launch group's kernel `_h<i>_<j>` runs kernels whose own
+        # launches follow it in run(): they are counted there.)
+        if name not in bodies or re.fullmatch(r"_h\d+(?:_\d+)+", name):
             continue
         keys = axis_keys(bodies[name], r"\b(?:BLOCK|NT|NTP|EVEN)_(\w+)")
         keys |= axis_keys(grid, r"\bnt_(\w+)")

@@ -477,3 +477,21 @@ def test_flash_decoding_twins_match_the_source(tmp_path):
         for config in (None, largest(mod.CONFIG_SPACE), smallest(mod.CONFIG_SPACE)):
             errs = h.check_module(py, src, "attn_decode", tmp_path / f"ref_{f}", config=config)
             assert max(errs) <= TOL, (f, config, errs)
+
+
+def test_independent_kernels_share_a_launch(tmp_path):
+    """The gate kernel and the split-K partial products of the up
+    projection read only the inputs: one launch runs both (a group kernel
+    dispatching on the program id, the second member's ids offset by
+    PID_OFF), equal to the interpreter by default, at the largest and
+    smallest blocks, and when different warps or stages for the members
+    make run() launch them one by one. The partials are stored at f32."""
+    src = ROOT / "lit-tests" / "Translate" / "triton-launch-group.efir"
+    (py, mod, fname), = translate(src, tmp_path / "py")
+    text = py.read_text()
+    assert "def _h0_1(" in text and "_h0_1[(pg0_0 + pg0_1,)](" in text
+    assert "dtype=torch.float32" in text
+    configs = [None, largest(mod.CONFIG_SPACE), smallest(mod.CONFIG_SPACE), {"num_warps_k1": 2}, {"num_stages_k0": 3}]
+    for config in configs:
+        errs = h.check_module(py, src, fname, tmp_path / "ref", config=config)
+        assert max(errs) <= TOL, (config, errs)

@@ -8,7 +8,8 @@ use indexmap::IndexMap;
 /// memory traffic (every program's loads and stores, loops included), matmul
 /// flops and kernel launches, and a time from the H200's copy bandwidth and
 /// fp16 matmul rate (WORKLOADS.md), per kernel scaled by the share of the
-/// 132 SMs its grid occupies, plus 2 µs per launch. It ranks candidates;
+/// 132 SMs its grid occupies, plus 2 µs per launch (independent kernels
+/// launched together count once). It ranks candidates;
 /// it is not a measurement.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Estimate {
@@ -410,7 +411,11 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         time += times[ki] * (own / 32768.0).max(1.0);
     }
     est.largest_block = largest;
-    est.time_us = time + 2.0 * est.kernels as f64;
+    // 2 us per launch: a launch group of independent kernels is one
+    // (`host::launch_groups`; at the default schedule its kernels share
+    // warps and stages, so they are launched together).
+    let launches = super::host::launch_groups(p, ks).len();
+    est.time_us = time + 2.0 * launches as f64;
     est
 }
 

@@ -10,6 +10,9 @@ pub(super) struct EmittedKernel {
     /// (`BLOCK_a=block_a`, ...).
     pub(super) consts: Vec<String>,
     pub(super) buffers: Vec<(ValueId, usize)>,
+    /// The kernel's parameters as its signature lists them (buffer
+    /// pointers, then constants with their `: tl.constexpr`).
+    pub(super) params: Vec<String>,
     pub(super) work: Vec<Work>,
     pub(super) grid: Vec<String>,
     /// Axes (keys of the plan's axes) the kernel only loops over: not in
@@ -279,6 +282,7 @@ fn emit_kernel_with(
         text,
         consts,
         buffers,
+        params,
         work: e.work,
         grid: k.grid.iter().map(|(a, _)| a.clone()).collect(),
         loop_only,
