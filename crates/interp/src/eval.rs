@@ -381,6 +381,7 @@ impl<'m> Interp<'m> {
             env[p.index()] = Some(a);
         }
         self.partition_extents(f);
+        let accumulators = efir_ir::accum::accumulators(f);
         for op in &f.ops {
             let operands: Vec<&PValue> = op
                 .operands
@@ -391,7 +392,8 @@ impl<'m> Interp<'m> {
                         .ok_or("value used before definition")
                 })
                 .collect::<Result<_, _>>()?;
-            let v = self.eval_op(f, op, &operands).map_err(|e| {
+            let wide = accumulators.contains(&op.result);
+            let v = self.eval_op(f, op, &operands, wide).map_err(|e| {
                 format!("`{}` defining `%{}`: {e}", op.name, f.value(op.result).name)
             })?;
             env[op.result.index()] = Some(v);
@@ -406,7 +408,15 @@ impl<'m> Interp<'m> {
             .collect()
     }
 
-    fn eval_op(&self, f: &Func, op: &Op, operands: &[&PValue]) -> Result<PValue, String> {
+    /// `wide`: the result is an accumulator held at f32 whatever its type
+    /// (`efir_ir::accum`).
+    fn eval_op(
+        &self,
+        f: &Func,
+        op: &Op,
+        operands: &[&PValue],
+        wide: bool,
+    ) -> Result<PValue, String> {
         let sem = self
             .semantics
             .get(op.name.as_str())
@@ -425,7 +435,7 @@ impl<'m> Interp<'m> {
             )?,
             Semantics::Local(l) => self.eval_local(*l, op, result, operand_tys, operands)?,
         };
-        round_value(&mut out, result, self.opts.precision);
+        round_value(&mut out, result, self.opts.precision, wide);
         check_value(&out, result)?;
         Ok(out)
     }
@@ -592,8 +602,9 @@ pub fn project(v: &PValue, coord: &BTreeMap<String, usize>) -> Result<Local, Str
 /// 16-bit float type are kept at f32 precision: they are an accumulator, as
 /// in the kernels (`acc = tl.dot(a, b, acc)`), and the `par.reduce` that
 /// finishes them rounds once to the type, so a K-split matmul equals the
-/// unsplit one to f32 rounding.
-fn round_value(v: &mut PValue, t: &Type, p: Precision) {
+/// unsplit one to f32 rounding. So are collected partial sums on their way
+/// to the reduce that finishes them (`wide`: see `efir_ir::accum`).
+fn round_value(v: &mut PValue, t: &Type, p: Precision, wide: bool) {
     match (v, t) {
         (PValue::Tensor(pt), Type::Tensor(tt)) => {
             pt.dtype = tt.dtype;
@@ -601,7 +612,9 @@ fn round_value(v: &mut PValue, t: &Type, p: Precision) {
                 .state
                 .values()
                 .any(|s| matches!(s, efir_ir::AxisState::Partial(_)));
-            let dt = if partial && matches!(tt.dtype, efir_ir::DType::F16 | efir_ir::DType::BF16) {
+            let dt = if (partial || wide)
+                && matches!(tt.dtype, efir_ir::DType::F16 | efir_ir::DType::BF16)
+            {
                 efir_ir::DType::F32
             } else {
                 tt.dtype
@@ -612,7 +625,7 @@ fn round_value(v: &mut PValue, t: &Type, p: Precision) {
         }
         (PValue::Tuple(vs), Type::Tuple(ts)) => {
             for (v, t) in vs.iter_mut().zip(ts) {
-                round_value(v, t, p);
+                round_value(v, t, p, wide);
             }
         }
         _ => {}

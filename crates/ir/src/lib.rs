@@ -9,6 +9,7 @@
 //! assert_eq!(m.funcs[0].name, "f");
 //! ```
 
+pub mod accum;
 pub mod attr;
 pub mod dialect;
 pub mod input;

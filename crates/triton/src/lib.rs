@@ -303,6 +303,9 @@ pub struct Kernel {
 pub struct Plan<'a> {
     /// The module (for reducer functions).
     pub module: &'a Module,
+    /// Values held at f32 whatever their 16-bit type: collected partial
+    /// sums (`efir_ir::accum`); their buffers are f32.
+    pub accumulators: std::collections::HashSet<efir_ir::ValueId>,
     /// The program.
     pub func: &'a Func,
     /// The op defining each value (`None` for parameters).

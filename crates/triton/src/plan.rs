@@ -75,6 +75,7 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
     let n = kernels.len();
     let mut p = Plan {
         module,
+        accumulators: efir_ir::accum::accumulators(f),
         func: f,
         def,
         buffer,

@@ -262,6 +262,7 @@ impl KernelEmitter<'_, '_> {
         for (i, l) in leaves.iter().enumerate() {
             let exts: Vec<Extent> = l.shape.iter().map(Extent::of).collect();
             let (dims, depth) = self.dims(&exts, lay)?;
+            let dt = storage_dtype(self.p, v, l.dtype);
             self.loads.insert((v, i));
             let name = buf_param(f, v, i);
             let var = self.fresh("x");
@@ -273,19 +274,19 @@ impl KernelEmitter<'_, '_> {
                 self.line(depth, l);
             }
             self.work.push(Work {
-                bytes: dtype_bytes(l.dtype),
-                source: buffer_bytes(&l.shape, l.dtype),
+                bytes: dtype_bytes(dt),
+                source: buffer_bytes(&l.shape, dt),
                 sizes: dims.iter().map(|d| d.size.clone()).collect(),
                 loops: self.loops[..depth].to_vec(),
                 nest: self.nest[..depth].to_vec(),
                 flops: false,
                 run: contiguous_run(&dims, &exts),
             });
-            self.note_load(&var, &name, &exts, &dims, l.dtype, depth);
+            self.note_load(&var, &name, &exts, &dims, dt, depth);
             fields.push(Val::T(Blk {
                 var,
                 dims,
-                dtype: l.dtype,
+                dtype: dt,
                 depth,
             }));
         }

@@ -486,7 +486,7 @@ fn launch(out: &mut String, p: &Plan<'_>, k: &Kernel, ek: &EmittedKernel) -> Lau
             buf_host(f, k.root, i),
             dims.join(", "),
             if dims.len() == 1 { "," } else { "" },
-            torch_dtype(l.dtype)
+            torch_dtype(storage_dtype(p, k.root, l.dtype))
         );
     }
     let grid: Vec<String> = k

@@ -151,7 +151,18 @@ fn emit_kernel_with(
             }
             None => e.ptr(&name, &b.dims, &exts, lead_ref),
         };
-        let val = format!("({}).to({})", b.var, tl_dtype(l.dtype));
+        // An accumulator's buffer is f32: the block before its rounding to
+        // the 16-bit type where the kernel has it (the matmul's f32 sum).
+        let dt = storage_dtype(p, k.root, l.dtype);
+        let src = if dt != l.dtype {
+            e.unrounded
+                .get(&b.var)
+                .cloned()
+                .unwrap_or_else(|| b.var.clone())
+        } else {
+            b.var.clone()
+        };
+        let val = format!("({src}).to({})", tl_dtype(dt));
         for line in KernelEmitter::masked(&b.dims, |m| match m {
             None => format!("tl.store({ptr}, {val})"),
             Some(m) => format!("tl.store({ptr}, {val}, mask={m})"),
@@ -159,7 +170,7 @@ fn emit_kernel_with(
             e.line(0, line);
         }
         e.work.push(Work {
-            bytes: dtype_bytes(l.dtype),
+            bytes: dtype_bytes(dt),
             source: 0.0,
             sizes: b.dims.iter().map(|d| d.size.clone()).collect(),
             loops: Vec::new(),

@@ -415,6 +415,14 @@ impl KernelEmitter<'_, '_> {
         for (k, v) in fresh {
             self.memo.entry(k).or_insert(v);
         }
-        self.finish(x, lay, vec![acc], outer)
+        let y = self.finish(x, lay, vec![acc.clone()], outer)?;
+        // The f32 sum is kept beside its rounding: a buffer of collected
+        // partial sums stores it (`efir_ir::accum`).
+        if let Val::T(b) = &y {
+            if matches!(b.dtype, DType::F16 | DType::BF16) {
+                self.unrounded.insert(b.var.clone(), acc);
+            }
+        }
+        Ok(y)
     }
 }

@@ -316,8 +316,8 @@ impl KernelEmitter<'_, '_> {
             self.line(depth, l);
         }
         self.work.push(Work {
-            bytes: dtype_bytes(t.dtype),
-            source: buffer_bytes(&t.shape, t.dtype),
+            bytes: dtype_bytes(super::storage_dtype(self.p, b, t.dtype)),
+            source: buffer_bytes(&t.shape, super::storage_dtype(self.p, b, t.dtype)),
             sizes: dims.iter().map(|d| d.size.clone()).collect(),
             loops: self.loops[..depth].to_vec(),
             nest: self.nest[..depth].to_vec(),
@@ -367,8 +367,8 @@ impl KernelEmitter<'_, '_> {
         };
         self.line(depth, line);
         self.work.push(Work {
-            bytes: dtype_bytes(t.dtype),
-            source: buffer_bytes(&t.shape, t.dtype),
+            bytes: dtype_bytes(super::storage_dtype(self.p, b, t.dtype)),
+            source: buffer_bytes(&t.shape, super::storage_dtype(self.p, b, t.dtype)),
             sizes: dims.iter().map(|d| d.size.clone()).collect(),
             loops: self.loops[..depth].to_vec(),
             nest: self.nest[..depth].to_vec(),
@@ -385,7 +385,11 @@ impl KernelEmitter<'_, '_> {
         let bounds =
             efir_dialect_tensor::slices::slice_bounds(op).ok_or("a slice with malformed bounds")?;
         let own: Access = bounds.iter().map(|b| (b.start, b.step)).collect();
-        let dtype = f.ty(v).as_tensor().ok_or("expected a tensor")?.dtype;
+        let dtype = super::storage_dtype(
+            self.p,
+            v,
+            f.ty(v).as_tensor().ok_or("expected a tensor")?.dtype,
+        );
         let (dims, depth) = self.dims(&extents(f.ty(v)), lay)?;
         if self.through_views(op.operands[0]) {
             if own.len() != dims.len() {
@@ -431,7 +435,11 @@ impl KernelEmitter<'_, '_> {
         let f = self.p.func;
         let op = &f.ops[self.p.def[v.index()].ok_or("no def")?];
         let d = op.attrs.get("dim").and_then(Attr::as_int).unwrap_or(0) as usize;
-        let dtype = f.ty(v).as_tensor().ok_or("expected a tensor")?.dtype;
+        let dtype = super::storage_dtype(
+            self.p,
+            v,
+            f.ty(v).as_tensor().ok_or("expected a tensor")?.dtype,
+        );
         let (dims, depth) = self.dims(&extents(f.ty(v)), lay)?;
         let r = dims.len();
         if d >= r {

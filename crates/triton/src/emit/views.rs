@@ -157,11 +157,10 @@ impl KernelEmitter<'_, '_> {
             );
         }
         self.work.push(Work {
-            bytes: dtype_bytes(dtype),
-            source: f
-                .ty(buf)
-                .as_tensor()
-                .map_or(0.0, |t| buffer_bytes(&t.shape, t.dtype)),
+            bytes: dtype_bytes(super::storage_dtype(self.p, buf, dtype)),
+            source: f.ty(buf).as_tensor().map_or(0.0, |t| {
+                buffer_bytes(&t.shape, super::storage_dtype(self.p, buf, t.dtype))
+            }),
             sizes: dims.iter().map(|d| d.size.clone()).collect(),
             loops: self.loops[..depth].to_vec(),
             nest: self.nest[..depth].to_vec(),
@@ -172,7 +171,7 @@ impl KernelEmitter<'_, '_> {
         Ok(Val::T(Blk {
             var,
             dims,
-            dtype,
+            dtype: super::storage_dtype(self.p, buf, dtype),
             depth,
         }))
     }

@@ -1,0 +1,54 @@
+//! Values that hold an accumulator: the stored partial sums of a 16-bit
+//! float value (`par.collect` of a `partial(#red.sum)` value, split-K's
+//! per-program products) and the views and partitions of them that lead to
+//! the reduce that finishes them. They are held, and stored between
+//! kernels, at f32 (what a kernel's `acc = tl.dot(a, b, acc)` computed),
+//! however their type is written; the reduce over them rounds once to the
+//! type. So a K-split matmul equals the unsplit one to f32 rounding in the
+//! interpreter and in the kernels alike, and no partial product is rounded
+//! to 16 bits.
+
+use crate::{Attr, AxisState, DType, Func, Type, ValueId};
+use std::collections::HashSet;
+
+/// Ops through which a collected accumulator stays one (layout only).
+const THROUGH: &[&str] = &[
+    "par.partition",
+    "par.replicate",
+    "tensor.reshape",
+    "tensor.transpose",
+    "tensor.slice",
+];
+
+fn wide_dtype(t: &Type) -> bool {
+    t.as_tensor()
+        .is_some_and(|t| matches!(t.dtype, DType::F16 | DType::BF16))
+}
+
+/// The values of `f` held at f32 as accumulators (see the module's doc).
+pub fn accumulators(f: &Func) -> HashSet<ValueId> {
+    let mut out = HashSet::new();
+    for op in &f.ops {
+        let Some(&x) = op.operands.first() else {
+            continue;
+        };
+        if !wide_dtype(f.ty(op.result)) {
+            continue;
+        }
+        let acc = match op.name.as_str() {
+            "par.collect" => {
+                let axis = op.attrs.get("axis").and_then(Attr::as_symbol);
+                f.ty(x).as_tensor().is_some_and(|t| {
+                    axis.and_then(|a| t.state.get(a)).is_some_and(|s| {
+                        matches!(s, AxisState::Partial(Attr::Term(n, args)) if n == "red.sum" && args.is_empty())
+                    })
+                })
+            }
+            name => THROUGH.contains(&name) && out.contains(&x),
+        };
+        if acc {
+            out.insert(op.result);
+        }
+    }
+    out
+}
