@@ -149,9 +149,13 @@ def structure(src, space):
     # kernel's own block, `kb0_k = cfg.get("BLOCK_k__k0", block_k)`, or its
     # statistics loops', `rb0_k = cfg.get("BLOCK_k__r0", block_k)`).
     local = dict(re.findall(r"^\s*(\w+) = cfg\.get\(\"(\w+)\"", src, re.M))
+    # A launch group's members are launched over grids named before it
+    # (`pg0_1 = nt_k * nt_n`).
+    grids = dict(re.findall(r"^\s*(pg\d+_\d+) = (.*)$", src, re.M))
     kernels = []
     for m in _LAUNCH.finditer(src):
         name, grid, args = m.groups()
+        grid = grids.get(grid.strip(), grid)
         # (A launch group's kernel `_h<i>_<j>` runs kernels whose own
         # launches follow it in run(): they are counted there.)
         if name not in bodies or re.fullmatch(r"_h\d+(?:_\d+)+", name):

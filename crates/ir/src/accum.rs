@@ -55,5 +55,30 @@ pub fn accumulators(f: &Func) -> HashSet<ValueId> {
     for r in &f.returns {
         out.remove(r);
     }
+    // Only chains that end in sums: every use of an accumulator is a
+    // layout op whose result is one too, or a `tensor.reduce` by
+    // `#red.sum` (which computes in f32 and rounds once). A chain with any
+    // other use keeps its type throughout (so no kernel reads f32 where
+    // its type says 16 bits, e.g. as a `tl.dot` operand).
+    loop {
+        let bad: Vec<ValueId> = out
+            .iter()
+            .copied()
+            .filter(|v| {
+                f.ops.iter().filter(|u| u.operands.contains(v)).any(|u| {
+                    let sum = u.name == "tensor.reduce"
+                        && matches!(u.attrs.get("reducer"), Some(Attr::Term(n, a)) if n == "red.sum" && a.is_empty());
+                    let through = THROUGH.contains(&u.name.as_str()) && out.contains(&u.result);
+                    !(sum || through)
+                })
+            })
+            .collect();
+        if bad.is_empty() {
+            break;
+        }
+        for v in bad {
+            out.remove(&v);
+        }
+    }
     out
 }

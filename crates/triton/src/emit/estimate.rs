@@ -414,7 +414,24 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
     // 2 us per launch: a launch group of independent kernels is one
     // (`host::launch_groups`; at the default schedule its kernels share
     // warps and stages, so they are launched together).
-    let launches = super::host::launch_groups(p, ks).len();
+    let launches: usize = super::host::launch_groups(p, ks)
+        .iter()
+        .map(|g| {
+            // Launched together only where its kernels share warps and
+            // stages at this schedule (`run()`'s test).
+            let ws = |i: usize| {
+                (
+                    p.kernel_warps[i].unwrap_or(p.warps),
+                    p.kernel_stages[i].unwrap_or(p.stages),
+                )
+            };
+            if g.iter().all(|&i| ws(i) == ws(g[0])) {
+                1
+            } else {
+                g.len()
+            }
+        })
+        .sum();
     est.time_us = time + 2.0 * launches as f64;
     est
 }
