@@ -46,7 +46,8 @@ case "$stage" in
       --candidates 3 --warm 8 --sweep 6 --climb 1 --climb-width 8 --compile-budget 10 --compile-timeout 25 \
       --out "$out/attn.json" --md "$out/attn.md" ;;
   tune)
-    timeout "$lim" python3 bench/gpu/tune_bench.py --out "$out/tune.json" ;;
+    timeout "$lim" python3 bench/gpu/tune_bench.py --cases gated_mlp:1,lora:1,rmsnorm_mlp:16,attn_prefill:8 \
+      --budget 20 --wide-budget 45 --out "$out/tune.json" --md "$out/tune.md" ;;
   *)
     echo "unknown stage '$stage' (prepare, ttir, layers, family, family-tuned, attn, tune)" >&2
     exit 2 ;;

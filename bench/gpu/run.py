@@ -190,6 +190,44 @@ def rel_l2(out, ref):
 
 
 # ------------------------------------------------------------------- timing
+def time_peers(name, b, compile_mode, copies, log):
+    """The peers of WORKLOADS.md on fresh inputs, each checked against the
+    fp32 reference and timed as efir is (`timed`, `copies` input sets in
+    rotation): {peer: {compile_s, rel_l2, ok, time_us} or {error}}."""
+    out = {}
+    fn = FUNCS[name]
+    inputs = make_inputs(name, b, 7)
+    ref = reference(name, inputs)
+    with torch.no_grad():
+        peers = {"eager": fn}
+        if compile_mode != "none":
+            peers["compile"] = torch.compile(fn, mode=None if compile_mode == "default" else compile_mode)
+        if name.startswith("attn"):
+            causal = name == "attn_prefill"
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            for backend, key in ((SDPBackend.CUDNN_ATTENTION, "sdpa_cudnn"), (SDPBackend.FLASH_ATTENTION, "sdpa_flash")):
+                def sdpa(q, k, v, backend=backend, causal=causal):
+                    with sdpa_kernel(backend):
+                        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                peers[key] = sdpa
+        for key, p in peers.items():
+            r = {}
+            try:
+                t0 = time.time()
+                out_ = p(*inputs)
+                torch.cuda.synchronize()
+                r["compile_s"] = round(time.time() - t0, 2)
+                r["rel_l2"] = rel_l2(out_, ref)
+                r["ok"] = r["rel_l2"] <= TOL
+                r["time_us"] = timed(p, name, b, copies)
+            except Exception as e:  # noqa: BLE001
+                r["error"] = _error_text(e)
+            out[key] = r
+            log(f"  {key}: {r.get('time_us', float('nan')):.1f} us (err {r.get('rel_l2', float('nan')):.1e}) {r.get('error', '')[:200]}")
+    return out
+
+
 def median_us(fn, rep=40):
     try:
         ms = do_bench_cudagraph(fn, rep=rep, return_mode="median")
@@ -542,17 +580,23 @@ def quick_time(r, mod, qin):
         r["error"] = "main: " + _error_text(e)
 
 
-def bench_one(name, b, compile_mode, log, max_candidates=4, sweep=24, glob="*.py", pool=None, compile_timeout=90.0, compile_budget=0.0, retime=4, climb=3, climb_width=16):
-    rec = {"workload": name, "B": b, "efir": [], "peers": {}}
+def case_size(name, b):
+    """{bytes, flops, copies} of a case: the bytes its inputs and result
+    must move at least (fp16), its FLOPs, and how many input sets `timed`
+    rotates so that they do not sit in L2."""
     nbytes = sum(math.prod(s) * 2 for _, s, _ in shapes(name, b))
     ins = make_inputs(name, b, 0)
     with torch.no_grad():
         outb = FUNCS[name](*ins).numel() * 2
     del ins
-    rec["bytes"] = nbytes + outb
-    rec["flops"] = flops(name, b)
-    copies = max(1, min(8, math.ceil(3 * L2_BYTES / rec["bytes"])))
-    rec["copies"] = copies
+    total = nbytes + outb
+    return {"bytes": total, "flops": flops(name, b), "copies": max(1, min(8, math.ceil(3 * L2_BYTES / total)))}
+
+
+def bench_one(name, b, compile_mode, log, max_candidates=4, sweep=24, glob="*.py", pool=None, compile_timeout=90.0, compile_budget=0.0, retime=4, climb=3, climb_width=16):
+    rec = {"workload": name, "B": b, "efir": [], "peers": {}}
+    rec.update(case_size(name, b))
+    copies = rec["copies"]
     # efir candidates, the best by estimate
     mods = {}
     for path in sorted((GEN / f"{name}_B{b}").glob(glob)):
@@ -664,37 +708,7 @@ def bench_one(name, b, compile_mode, log, max_candidates=4, sweep=24, glob="*.py
     if done:
         r, p = min(done, key=lambda e: e[0]["time_us"])
         rec["best"] = {"candidate": r["candidate"], "config": r["config"], "time_us": r["time_us"], "kernels": r["kernels"], "schedule": schedule(r["config"], mods[p].CONFIG_SPACE)}
-    # peers
-    fn = FUNCS[name]
-    inputs = make_inputs(name, b, 7)
-    ref = reference(name, inputs)
-    with torch.no_grad():
-        peers = {"eager": fn}
-        if compile_mode != "none":
-            peers["compile"] = torch.compile(fn, mode=None if compile_mode == "default" else compile_mode)
-        if name.startswith("attn"):
-            causal = name == "attn_prefill"
-            from torch.nn.attention import SDPBackend, sdpa_kernel
-
-            for backend, key in ((SDPBackend.CUDNN_ATTENTION, "sdpa_cudnn"), (SDPBackend.FLASH_ATTENTION, "sdpa_flash")):
-                def sdpa(q, k, v, backend=backend, causal=causal):
-                    with sdpa_kernel(backend):
-                        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                peers[key] = sdpa
-        for key, p in peers.items():
-            r = {}
-            try:
-                t0 = time.time()
-                out = p(*inputs)
-                torch.cuda.synchronize()
-                r["compile_s"] = round(time.time() - t0, 2)
-                r["rel_l2"] = rel_l2(out, ref)
-                r["ok"] = r["rel_l2"] <= TOL
-                r["time_us"] = timed(p, name, b, copies)
-            except Exception as e:  # noqa: BLE001
-                r["error"] = _error_text(e)
-            rec["peers"][key] = r
-            log(f"  {key}: {r.get('time_us', float('nan')):.1f} us (err {r.get('rel_l2', float('nan')):.1e}) {r.get('error', '')[:200]}")
+    rec["peers"] = time_peers(name, b, compile_mode, copies, log)
     return rec
 
 

@@ -120,6 +120,22 @@ def bench_case(name, b, args, pool, log):
             r.update({"candidate": res["name"], "config": res["config"], "quick_us": res["time_us"], "time_us": retime(mods[res["name"]], res["config"], inputs, args.rep)})
         rec[key] = r
     rec["efir"] = entries(tuned, cands, "tuner") + entries(wide, cands, "wide")
+    if args.peers != "none":
+        # run.py's comparison: the tuner's best and the peers timed alike
+        # (input sets in rotation), the floor from this run's ceilings
+        rec.update(bench.case_size(name, b))
+        t = rec["tuner"]
+        if t.get("candidate"):
+            mod, cfg = mods[t["candidate"]], t["config"]
+            t["peer_timed_us"] = bench.timed(lambda *a, m=mod, c=cfg: m.run(*a, config=c), name, b, rec["copies"])
+            rec["efir"].append({"candidate": t["candidate"], "config": cfg, "ok": True, "time_us": t["peer_timed_us"], "phase": "tuned"})
+        rec["peers"] = bench.time_peers(name, b, args.peers, rec["copies"], log)
+        bw, mm = args.ceilings
+        rec["floor_us"] = max(rec["bytes"] / bw, rec["flops"] / mm) * 1e6
+        best = min((v["time_us"] for v in rec["peers"].values() if v.get("ok") and v.get("time_us")), default=None)
+        if best and t.get("peer_timed_us"):
+            rec["vs_best_peer"] = best / t["peer_timed_us"]
+            log(f"  tuned {t['peer_timed_us']:.1f} us, best peer {best:.1f} us ({rec['vs_best_peer']:.2f}x), floor {rec['floor_us']:.1f} us")
     tt, wt, dt = rec["tuner"].get("time_us"), rec["wide"].get("time_us"), rec["default"]["time_us"]
     if tt and wt:
         # distance to the best known (the wide sweep's, or the tuner's where it found better)
@@ -135,10 +151,15 @@ def fmt(x, f="{:.1f}"):
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f.format(x)
 
 
+def peer_text(r):
+    ok = [(v["time_us"], k) for k, v in r.get("peers", {}).items() if v.get("ok") and v.get("time_us")]
+    return f"{min(ok)[0]:.1f} ({min(ok)[1]})" if ok else "n/a"
+
+
 def table(res):
     lines = [
-        "| workload | B | tuner GPU s | schedules | tuner best (us) | wide best (us) | distance | wide s | default (us) | default/tuned |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| workload | B | tuner GPU s | schedules | tuner best (us) | wide best (us) | distance | wide s | default (us) | default/tuned | tuned, peers' timing (us) | best peer (us) | vs best peer | efir/floor |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in res["results"]:
         if "tuner" not in r:
@@ -147,7 +168,9 @@ def table(res):
         t, w, d = r["tuner"], r["wide"], r["default"]
         lines.append(
             f"| {r['workload']} | {r['B']} | {t['seconds']:.1f} | {t['measured']} | {fmt(t.get('time_us'))} (@{t.get('candidate', '-')}) | {fmt(w.get('time_us'))} (@{w.get('candidate', '-')}) "
-            f"| {fmt(r.get('distance'), '{:+.1%}')} | {w['seconds']:.0f} | {fmt(d.get('time_us'))} | {fmt(r.get('tuned_over_default'), '{:.2f}x')} |"
+            f"| {fmt(r.get('distance'), '{:+.1%}')} | {w['seconds']:.0f} | {fmt(d.get('time_us'))} | {fmt(r.get('tuned_over_default'), '{:.2f}x')} "
+            f"| {fmt(t.get('peer_timed_us'))} | {peer_text(r)} | {fmt(r.get('vs_best_peer'), '{:.2f}x')} "
+            f"| {fmt(r['floor_us'] / t['peer_timed_us'] if r.get('floor_us') and t.get('peer_timed_us') else None, '{:.2f}')} |"
         )
     return "\n".join(lines)
 
@@ -155,6 +178,7 @@ def table(res):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--md", default="", help="also write the table as Markdown here")
     ap.add_argument("--cases", default="attn_prefill:8,gated_mlp:1,attn_decode:16,gated_mlp:16", help="name:B pairs, comma separated")
     ap.add_argument("--budget", type=float, default=20.0, help="the tuner's budget per case, seconds")
     ap.add_argument("--wide", type=int, default=32, help="random schedules per candidate in the wide sweep")
@@ -163,6 +187,8 @@ def main():
     ap.add_argument("--rep", type=int, default=100, help="milliseconds of CUDA-graph replays per final time")
     ap.add_argument("--workers", type=int, default=0, help="compile workers (default: min(8, CPUs - 1))")
     ap.add_argument("--deadline", type=float, default=540.0, help="start no case that would end past this many seconds")
+    ap.add_argument("--peers", default="max-autotune-no-cudagraphs", help="torch.compile mode of the peers timed beside the tuned result (run.py's peers and floor; 'none': no peers)")
+    ap.add_argument("--warm", type=int, default=4, help="torch.compile the peers in N processes first (0: in the main process)")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -173,15 +199,22 @@ def main():
 
     res = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__, "date": time.strftime("%Y-%m-%d"),
            "budget": args.budget, "wide": args.wide, "wide_budget": args.wide_budget, "top": args.top, "results": []}
+    cases = [(c.split(":")[0], int(c.split(":")[1])) for c in args.cases.split(",")]
+    if args.peers != "none":
+        if args.warm:
+            bench.warm_compile(cases, args.peers, args.warm, log)
+        bw, mm, _ = bench.ceilings()
+        args.ceilings = (bw, mm)
+        res["copy_bandwidth_Bps"], res["fp16_matmul_flops"] = bw, mm
+        log(f"copy bandwidth {bw / 1e12:.2f} TB/s, fp16 matmul {mm / 1e12:.0f} TFLOP/s")
     pool = tune.CompilePool(args.workers or None)
     try:
         t0 = time.monotonic()
         ready = pool.start()
         res["pool_start_s"] = round(time.monotonic() - t0, 1)
         log(f"{ready} compile workers ready in {res['pool_start_s']} s (not counted in the tuner's seconds)")
-        per_case = args.budget + args.wide_budget + 30.0
-        for c in args.cases.split(","):
-            name, b = c.split(":")
+        per_case = args.budget + args.wide_budget + (45.0 if args.peers != "none" else 30.0)
+        for name, b in cases:
             if time.monotonic() - t_start + per_case > args.deadline:
                 log(f"{name} B={b}: skipped (deadline {args.deadline:.0f} s)")
                 res["results"].append({"workload": name, "B": int(b), "error": "skipped: deadline"})
@@ -199,6 +232,9 @@ def main():
         pool.close()
     pathlib.Path(args.out).write_text(json.dumps(res, indent=1))
     print(table(res), flush=True)
+    if args.md:
+        pathlib.Path(args.md).write_text(f"# Tuning against a wide sweep and the peers ({res['gpu']}, {res['date']})\n\n"
+                                         f"`{' '.join(sys.argv)}`; torch {res['torch']}, Triton {res['triton']}\n\n" + table(res) + "\n")
 
 
 if __name__ == "__main__":
