@@ -23,7 +23,7 @@ T="${CARGO_TARGET_DIR:-$PWD/target-mlir}"
 CARGO_TARGET_DIR="$T" CARGO_PROFILE_DEV_DEBUG=0 cargo build -q -p efir-translate --features mlir
 BIN="$T/debug/efir-translate"
 OPT=target/release/efir-opt
-OUT=bench/gpu/ttir
+OUT=${TTIR_OUT:-bench/gpu/ttir}
 rm -rf "$OUT"
 mkdir -p "$OUT/src"
 for B in 1 8 16; do python3 bench/gpu/workloads.py "$B" "$OUT/src"; done

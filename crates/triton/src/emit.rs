@@ -254,7 +254,7 @@ fn buffer_bytes(shape: &[efir_ir::Dim], dtype: DType) -> f64 {
 
 /// The element type buffer `v` stores: f32 for an accumulator (collected
 /// partial sums of a 16-bit type, `efir_ir::accum`), else its type's.
-fn storage_dtype(p: &Plan<'_>, v: ValueId, dt: DType) -> DType {
+pub fn storage_dtype(p: &Plan<'_>, v: ValueId, dt: DType) -> DType {
     if p.accumulators.contains(&v) {
         DType::F32
     } else {

@@ -39,7 +39,7 @@ mod plan;
 mod schedule;
 
 pub(crate) use emit::choose_defaults;
-pub use emit::{emit_python, estimate, layout_of, stand_ins, Estimate};
+pub use emit::{emit_python, estimate, layout_of, stand_ins, storage_dtype, Estimate};
 pub use plan::small_dot_extents;
 pub use plan::store_view;
 pub use plan::{base_plan, plan};

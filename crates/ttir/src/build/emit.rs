@@ -24,6 +24,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         dt: DType,
         lay: &Layout,
     ) -> R<Blk<'c, 'm>> {
+        let dt = efir_triton::storage_dtype(self.p, buf.0, dt);
         let (dims, depth) = self.dims(exts, lay)?;
         let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
         let ptr = self.ptrs(buf, &dims, exts, dt, depth, None)?;

@@ -58,6 +58,8 @@ pub(super) fn kernel(
         let leaves = leaf_shapes(p, f.ty(v))?;
         let tuple = f.ty(v).as_tensor().is_none();
         for (leaf, (shape, dt)) in leaves.into_iter().enumerate() {
+            // Collected partial sums are held at f32 (`efir_ir::accum`).
+            let dt = efir_triton::storage_dtype(p, v, dt);
             let (input, output) = (flat(&f.params, v, leaf), flat(&f.returns, v, leaf));
             let i = *index.entry((v, leaf)).or_insert_with(|| {
                 let name = f.value(v).name.clone();
@@ -183,6 +185,7 @@ pub(super) fn kernel(
                     .map(|(a, b)| (a.clone(), *b))
                     .collect(),
                 zero_padded: HashMap::new(),
+                unrounded: HashMap::new(),
                 stat: p
                     .stat_blocks
                     .get(k.index)
@@ -341,6 +344,14 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         let through =
             efir_triton::store_view(f, &self.p.def, &self.p.buffer, k.root).map(|(chain, _)| chain);
         for (leaf, ((exts, dt), x)) in leaves.into_iter().zip(blocks).enumerate() {
+            // A buffer of collected partial sums is f32: it takes the
+            // matmul's f32 sum before its rounding where this kernel has it
+            // (as the Python build stores `acc`), else the block widened.
+            let dt = efir_triton::storage_dtype(self.p, k.root, dt);
+            let x = match self.unrounded.get(&super::emit::raw(x.v)) {
+                Some(w) if dt != x.dt => w.clone(),
+                _ => x,
+            };
             let x = self.cast(&x, dt)?;
             let exts = if lead.is_some() {
                 &exts[1..]

@@ -80,7 +80,11 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             dt: DType::F32,
             depth,
         };
-        self.cast(&blk, rdt)
+        let y = self.cast(&blk, rdt)?;
+        if y.dt != blk.dt {
+            self.unrounded.insert(super::emit::raw(y.v), blk);
+        }
+        Ok(y)
     }
 
     /// The f32 product of blocks `xa` (`[.., m, k]`) and `xb` (`[.., k,

@@ -307,6 +307,9 @@ struct Em<'c, 'm, 'p, 'a> {
     /// are zeros: per dim, the offsets (raw pointer), extent and size the
     /// mask bounds (see [`Em::pad`]).
     zero_padded: HashMap<usize, Vec<(usize, u64, u64)>>,
+    /// A 16-bit matmul result (by its raw value) -> its f32 sum before the
+    /// rounding: a buffer of collected partial sums stores that.
+    unrounded: HashMap<usize, Blk<'c, 'm>>,
     /// The kernel's blocks of its statistics loops (a schedule's or the
     /// estimate's `BLOCK_<axis>__r<i>`, as the Python build launches the
     /// kernel with): a `par.reduce` over such an axis that is not a

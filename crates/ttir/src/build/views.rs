@@ -93,6 +93,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         depth: usize,
     ) -> R<Blk<'c, 'm>> {
         let (exts, dt) = static_shape(self.p, self.p.func.ty(b))?;
+        let dt = efir_triton::storage_dtype(self.p, b, dt);
         let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
         let ptr = self.ptrs((b, 0), at, &exts, dt, depth, None)?;
         let rt = ty_text(&shape, dtype_name(dt));
