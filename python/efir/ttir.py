@@ -1,6 +1,7 @@
 """Run a TTIR build: the kernels `efir-translate --to-ttir --output-dir DIR`
 writes (one `.ttir` module per kernel, built through MLIR) and its host side
-`<name>.ttir.json` (buffers, the launch order, grids, num_warps/num_stages).
+`<name>.ttir.json` (buffers, the launch order, grids, num_warps/num_stages,
+launch groups).
 
     python -m efir run-ttir DIR/NAME.ttir.json [--check MODULE.py] [--time]
 
@@ -12,7 +13,10 @@ error; `--time` times both (triton.testing.do_bench). Needs a GPU.
 
 `load(manifest)` gives a `TtirProgram` whose `run(*inputs)` is the host
 function: it allocates the intermediate and result buffers and launches the
-kernels in order, as the Python build's `run()` does. A tuple input or
+kernels in order, as the Python build's `run()` does: a launch group (kernels
+none of which reads what another writes, sharing warps and stages; one
+module whose programs run the member their id falls in) launched once
+instead of its members, unless `use_groups` is set false. A tuple input or
 result is one tensor per field, in order (the manifest numbers inputs and
 results by leaf), as the Python build returns a tuple result's fields.
 """
@@ -26,9 +30,14 @@ DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float6
 class TtirProgram:
     """A compiled TTIR build of one program."""
 
-    def __init__(self, manifest, kernels):
+    def __init__(self, manifest, kernels, groups=()):
         self.manifest = manifest
         self.kernels = kernels
+        # Launch groups (horizontal fusion, as the Python build's `_h`
+        # kernels): compiled groups, launched once instead of their members
+        # while `use_groups` is true.
+        self.groups = list(groups)
+        self.use_groups = True
         self.buffers = manifest["buffers"]
         self.inputs = sorted((b for b in self.buffers if b["input"] is not None), key=lambda b: b["input"])
         self.outputs = sorted((b for b in self.buffers if b["output"] is not None), key=lambda b: b["output"])
@@ -54,10 +63,27 @@ class TtirProgram:
             else:
                 t = torch.empty(tuple(b["shape"]), dtype=dt, device=dev)
             bufs.append(t)
-        for k, ck in zip(self.manifest["kernels"], self.kernels):
-            ck[(k["grid"], 1, 1)](*(bufs[i] for i in k["args"]))
+        for unit, ck in self.launches():
+            ck[(unit["grid"], 1, 1)](*(bufs[i] for i in unit["args"]))
         outs = [bufs[self.buffers.index(b)] for b in self.outputs]
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+    def launches(self):
+        """[(manifest entry, compiled kernel)] in launch order: each group
+        in place of its members (with `use_groups`), else the kernels."""
+        first = {}
+        if self.use_groups:
+            for g, cg in zip(self.manifest.get("groups", []), self.groups):
+                first[g["members"][0]] = (g, cg)
+        skip = {i for g, _ in first.values() for i in g["members"][1:]}
+        out = []
+        for i, (k, ck) in enumerate(zip(self.manifest["kernels"], self.kernels)):
+            if i in first:
+                out.append(first[i])
+            elif i not in skip:
+                out.append((k, ck))
+        return out
 
 
 def load(manifest_path, target=None):
@@ -71,7 +97,11 @@ def load(manifest_path, target=None):
     for k in m["kernels"]:
         opts = {"num_warps": k["num_warps"], "num_stages": k["num_stages"]}
         kernels.append(triton.compile(os.path.join(d, k["file"]), target=target, options=opts))
-    return TtirProgram(m, kernels)
+    groups = []
+    for g in m.get("groups", []):
+        opts = {"num_warps": g["num_warps"], "num_stages": g["num_stages"]}
+        groups.append(triton.compile(os.path.join(d, g["file"]), target=target, options=opts))
+    return TtirProgram(m, kernels, groups)
 
 
 def random_inputs(prog, seed=0, device="cuda"):
@@ -117,7 +147,7 @@ def main(args):
     xs = random_inputs(prog, args.seed)
     ys = prog.run(*xs)
     ys = ys if isinstance(ys, tuple) else (ys,)
-    print(f"@{prog.manifest['program']}: {len(prog.kernels)} kernel(s); results " + ", ".join(f"{tuple(y.shape)} {y.dtype}" for y in ys))
+    print(f"@{prog.manifest['program']}: {len(prog.kernels)} kernel(s) in {len(prog.launches())} launch(es); results " + ", ".join(f"{tuple(y.shape)} {y.dtype}" for y in ys))
     ok = True
     mod = None
     if args.check:

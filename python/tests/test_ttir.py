@@ -126,6 +126,27 @@ def test_triton_compiles_streamed_splitk(tmp_path):
     assert "scf.for" in c.asm["ttgir"]
 
 
+@pytest.mark.skipif(_translate() is None, reason="no efir-translate with the mlir feature (EFIR_TTIR_TRANSLATE)")
+def test_triton_compiles_launch_groups(tmp_path):
+    # A launch group's module (private members, a public function calling
+    # the member its program id falls in) compiles for sm_90 as one kernel:
+    # the public function, with the calls inlined by LLVM (the TTGIR keeps
+    # them, as it keeps the Python build's group kernel's calls).
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+
+    subprocess.run([_translate(), "--to-ttir", str(ROOT / "lit-tests/TTIR/launch-group.efir"), "--func", "three",
+                    "--output-dir", str(tmp_path)], check=True)
+    m = json.loads((tmp_path / "three.ttir.json").read_text())
+    assert [g["members"] for g in m["groups"]] == [[0, 1, 2]]
+    g = m["groups"][0]
+    assert g["grid"] == sum(m["kernels"][i]["grid"] for i in g["members"])
+    c = triton.compile(str(tmp_path / g["file"]), target=GPUTarget("cuda", 90, 32),
+                       options={"num_warps": g["num_warps"], "num_stages": g["num_stages"]})
+    assert c.name == "_h0_1_2" and "ptx" in c.asm
+    assert c.asm["ttgir"].count("tt.call @k") == 3 and "call." not in c.asm["ptx"]
+
+
 # The ops of the Triton (and arith/math/scf) dialects that Triton 3.6's
 # ConvertTritonToTritonGPU converts on tensors (its patterns; the H200 runs
 # Triton 3.6). The CPU's Triton may be newer and accept more: 3.9 converts
@@ -142,6 +163,9 @@ TRITON36_OPS = {
     "scf.for", "scf.yield", "scf.if",
     "tt.func", "tt.return", "tt.get_program_id", "tt.make_range", "tt.splat", "tt.broadcast", "tt.expand_dims",
     "tt.reshape", "tt.trans", "tt.addptr", "tt.load", "tt.store", "tt.dot", "tt.reduce", "tt.reduce.return",
+    # A launch group's calls of its members (inlined before the conversion;
+    # test_triton_compiles_launch_groups).
+    "tt.call",
 }
 
 
@@ -206,7 +230,12 @@ def _build_and_run(tmp_path, src, func, mutate=None, seed=0):
     if mutate:
         texts = [mutate(t) for t in texts]
     ys = ttir_interp.run(m, texts, xs)
-    return [h.rel_l2(y, np.load(d / f"out{i}.npy")) for i, y in enumerate(ys)]
+    errs = [h.rel_l2(y, np.load(d / f"out{i}.npy")) for i, y in enumerate(ys)]
+    if m.get("groups") and not mutate:
+        # Again with the launch groups in place of their members.
+        ys = ttir_interp.run(m, texts, xs, groups=[(out / g["file"]).read_text() for g in m["groups"]])
+        errs += [h.rel_l2(y, np.load(d / f"out{i}.npy")) for i, y in enumerate(ys)]
+    return errs
 
 
 @pytest.mark.skipif(_translate() is None, reason="no efir-translate with the mlir feature (EFIR_TTIR_TRANSLATE)")
@@ -255,6 +284,8 @@ LOOPS = [
     ("lit-tests/TTIR/int-reduce.efir", "imax"),
     ("lit-tests/TTIR/int-reduce.efir", "ploop"),
     ("lit-tests/TTIR/tuples.efir", "stats"),
+    ("lit-tests/TTIR/launch-group.efir", "group"),
+    ("lit-tests/TTIR/launch-group.efir", "three"),
     ("lit-tests/TTIR/own-blocks.efir", "twok"),
     ("lit-tests/TTIR/own-blocks.efir", "sk"),
     # Split-K tiles streamed in sub-blocks: one trip, one trip with an own

@@ -63,11 +63,21 @@ def split_modules(text):
 
 
 class Kernel:
+    """A module's functions; `run` runs its public one (a launch group's
+    module has private members that the public one calls)."""
+
     def __init__(self, text):
         lines = [line.strip() for line in text.splitlines()]
-        i = next(k for k, line in enumerate(lines) if line.startswith("^bb0("))
-        self.args = SSA.findall(lines[i])
-        self.body, _ = self.block(lines, i + 1)
+        self.funcs = {}
+        entry = None
+        for i, line in enumerate(lines):
+            if line.startswith("^bb0(") and lines[i - 1].startswith('"tt.func"'):
+                body, j = self.block(lines, i + 1)
+                name = re.search(r'sym_name = "([^"]+)"', lines[j]).group(1)
+                self.funcs[name] = (SSA.findall(line), body)
+                if entry is None or 'sym_visibility = "public"' in lines[j]:
+                    entry = name
+        self.args, self.body = self.funcs[entry]
 
     def block(self, lines, i):
         """Ops until the closing brace of the enclosing region."""
@@ -79,6 +89,14 @@ class Kernel:
             if " = scf.for " in line:
                 body, j = self.block(lines, i + 1)
                 ops.append(("for", line, body))
+                i = j + 1
+                continue
+            if line.startswith("scf.if "):
+                then, j = self.block(lines, i + 1)
+                other = []
+                if lines[j].startswith("} else {"):
+                    other, j = self.block(lines, j + 1)
+                ops.append(("if", line, (then, other)))
                 i = j + 1
                 continue
             if '"tt.reduce"(' in line:
@@ -117,6 +135,9 @@ class Kernel:
                         env[f"{name}#{j}"] = v
                 else:
                     env[name] = vals[0]
+                continue
+            if kind == "if":
+                self.exec(extra[0] if env[SSA.findall(line)[0]] else extra[1], env, bufs, pid)
                 continue
             if kind == "reduce":
                 m = re.match(r'(%\S+) = "tt.reduce"\((%\S+)\).*axis = (\d+) : i32', line)
@@ -179,6 +200,10 @@ class Kernel:
                 v = (a[0].astype(np.float32) @ a[1].astype(np.float32) + a[2]).astype(np.float32)
             elif name == "tt.return":
                 v = None
+            elif name == "tt.call":
+                params, body = self.funcs[re.search(r"callee = @([\w$.-]+)", attrs).group(1)]
+                self.exec(body, dict(zip(params, a)), bufs, pid)
+                v = None
             else:
                 raise NotImplementedError(name)
             if res:
@@ -233,9 +258,11 @@ def _erf(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x).astype(np.asarray(x).dtype)
 
 
-def run(manifest, texts, inputs):
+def run(manifest, texts, inputs, groups=None):
     """Run a program: `manifest` (the .ttir.json), the kernels' texts, and
-    the inputs (numpy arrays); returns the results."""
+    the inputs (numpy arrays); returns the results. With `groups` (the
+    manifest's launch groups' texts), each group runs in place of its
+    members, as `efir.ttir` launches them."""
     bufs = []
     for b in manifest["buffers"]:
         dt = NP[b["dtype"]]
@@ -243,7 +270,12 @@ def run(manifest, texts, inputs):
             bufs.append(np.ascontiguousarray(inputs[b["input"]], dtype=dt).ravel().copy())
         else:
             bufs.append(np.zeros(int(np.prod(b["shape"], dtype=np.int64)), dtype=dt))
-    for k, text in zip(manifest["kernels"], texts):
+    units = list(zip(manifest["kernels"], texts))
+    if groups is not None:
+        first = {g["members"][0]: (g, t) for g, t in zip(manifest.get("groups", []), groups)}
+        skip = {i for g, _ in first.values() for i in g["members"][1:]}
+        units = [first.get(i, u) for i, u in enumerate(units) if i not in skip]
+    for k, text in units:
         kern = Kernel(text)
         for pid in range(k["grid"]):
             kern.run(bufs, k["args"], pid)

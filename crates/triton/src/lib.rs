@@ -480,3 +480,23 @@ pub fn signatures(m: &Module, f: &Func) -> efir_ir::dialect::Signatures {
         .map(|g| (g.name.clone(), efir_ir::verify::signature(g)))
         .collect()
 }
+
+/// Kernels in launch groups: runs of consecutive kernels (kernel `i`
+/// writes `roots[i]` and reads the buffers `reads[i]`) none of which reads
+/// a buffer that another of the run writes. Both builds launch a group of
+/// several kernels once (horizontal fusion) where its kernels share
+/// `num_warps` and `num_stages`.
+pub fn launch_groups(roots: &[ValueId], reads: &[Vec<ValueId>]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, (root, read)) in roots.iter().zip(reads).enumerate() {
+        let independent = |g: &Vec<usize>| {
+            g.iter()
+                .all(|&m| !read.contains(&roots[m]) && !reads[m].contains(root))
+        };
+        match groups.last_mut() {
+            Some(g) if independent(g) => g.push(i),
+            _ => groups.push(vec![i]),
+        }
+    }
+    groups
+}

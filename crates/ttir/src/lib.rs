@@ -24,4 +24,4 @@ pub const AVAILABLE: bool = cfg!(feature = "mlir");
 #[cfg(feature = "mlir")]
 mod build;
 #[cfg(feature = "mlir")]
-pub use build::{round_trip, translate, Buffer, TtirKernel, TtirProgram};
+pub use build::{round_trip, translate, Buffer, TtirGroup, TtirKernel, TtirProgram};

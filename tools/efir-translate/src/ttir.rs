@@ -78,6 +78,13 @@ fn run_here(cli: &Cli) -> Result<ExitCode, String> {
                     .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
                 files.push(file);
             }
+            for g in &p.groups {
+                let file = format!("{stem}.{}.ttir", &g.name[1..]);
+                let path = std::path::Path::new(dir).join(&file);
+                std::fs::write(&path, &g.text)
+                    .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+                files.push(file);
+            }
             let path = std::path::Path::new(dir).join(format!("{stem}.ttir.json"));
             let text =
                 serde_json::to_string_pretty(&p.manifest(&files)).map_err(|e| e.to_string())?;
@@ -94,6 +101,26 @@ fn run_here(cli: &Cli) -> Result<ExitCode, String> {
                 ));
                 all.push_str(&k.text);
                 if !k.text.ends_with('\n') {
+                    all.push('\n');
+                }
+            }
+            for g in &p.groups {
+                let members: Vec<&str> = g
+                    .members
+                    .iter()
+                    .map(|i| p.kernels[*i].name.as_str())
+                    .collect();
+                all.push_str(&format!(
+                    "// ===== @{} launch group {} of {} (grid {}, num_warps {}, num_stages {}) =====\n",
+                    p.name,
+                    g.name,
+                    members.join(", "),
+                    g.grid,
+                    g.num_warps,
+                    g.num_stages
+                ));
+                all.push_str(&g.text);
+                if !g.text.ends_with('\n') {
                     all.push('\n');
                 }
             }

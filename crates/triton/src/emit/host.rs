@@ -58,21 +58,12 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
 /// the kernels (about 2 us on an H100 for two split-K GEMVs of 4096x4096,
 /// `bench/gpu/hfuse_probe.py`).
 pub(super) fn launch_groups(p: &Plan<'_>, ks: &[EmittedKernel]) -> Vec<Vec<usize>> {
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for (i, (k, ek)) in p.kernels.iter().zip(ks).enumerate() {
-        let independent = |g: &Vec<usize>| {
-            g.iter().all(|&m| {
-                let root = p.kernels[m].root;
-                !ek.buffers.iter().any(|(v, _)| *v == root)
-                    && !ks[m].buffers.iter().any(|(v, _)| *v == k.root)
-            })
-        };
-        match groups.last_mut() {
-            Some(g) if independent(g) => g.push(i),
-            _ => groups.push(vec![i]),
-        }
-    }
-    groups
+    let roots: Vec<ValueId> = p.kernels.iter().map(|k| k.root).collect();
+    let reads: Vec<Vec<ValueId>> = ks
+        .iter()
+        .map(|ek| ek.buffers.iter().map(|(v, _)| *v).collect())
+        .collect();
+    crate::launch_groups(&roots, &reads)
 }
 
 /// A kernel launched as a later member of a group: its program ids start

@@ -39,6 +39,7 @@ pub(super) fn kernel(
     k: &Kernel,
     buffers: &mut Vec<Buffer>,
     index: &mut HashMap<(ValueId, usize), usize>,
+    member: Option<u64>,
 ) -> Result<TtirKernel, String> {
     let f = p.func;
     let loc = Location::unknown(ctx);
@@ -118,7 +119,14 @@ pub(super) fn kernel(
         let func = OperationBuilder::new("tt.func", loc)
             .add_attributes(&[
                 (Identifier::new(ctx, "sym_name"), a(&format!("\"{name}\""))?),
-                (Identifier::new(ctx, "sym_visibility"), a("\"public\"")?),
+                (
+                    Identifier::new(ctx, "sym_visibility"),
+                    a(if member.is_some() {
+                        "\"private\""
+                    } else {
+                        "\"public\""
+                    })?,
+                ),
                 (
                     Identifier::new(ctx, "function_type"),
                     a(&format!("({}) -> ()", arg_tys.join(", ")))?,
@@ -199,6 +207,7 @@ pub(super) fn kernel(
                 rebase_acc: None,
                 rebased: Vec::new(),
                 heavy_first: heavy.clone(),
+                pid_off: member.unwrap_or(0),
                 heavy: None,
             };
             for (i, v) in bufs.iter().enumerate() {
@@ -253,6 +262,12 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             "i32",
             &[("axis", "0 : i32".into())],
         )?;
+        // A later member of a launch group: its programs come after the
+        // earlier members' (the Python build's `PID_OFF`).
+        if self.pid_off > 0 {
+            let c = self.const_i32(0, self.pid_off as i64)?;
+            pid = self.val(0, "arith.subi", &[pid, c], "i32", &[])?;
+        }
         if let Some(i) = self
             .heavy_first
             .as_ref()

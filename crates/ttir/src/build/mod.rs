@@ -7,6 +7,7 @@ mod causal;
 mod dots;
 mod emit;
 mod fuse;
+mod group;
 mod ixs;
 mod kernel;
 mod loops;
@@ -21,6 +22,7 @@ use efir_dialect_red::{arity, repair_parts};
 use efir_ir::{Attr, DType, Dim, Func, Module, Type as EType, ValueId};
 use efir_triton::layout_of;
 use efir_triton::{plan, Kernel, Plan, AUTO_K};
+pub use group::TtirGroup;
 use kernel::kernel;
 use melior::dialect::DialectRegistry;
 use melior::ir::block::BlockLike;
@@ -82,10 +84,13 @@ pub struct TtirProgram {
     pub buffers: Vec<Buffer>,
     /// The kernels in launch order.
     pub kernels: Vec<TtirKernel>,
+    /// Launch groups: kernels the host launches once (see [`group`]).
+    pub groups: Vec<TtirGroup>,
 }
 
 impl TtirProgram {
     /// The host side as JSON (what `python -m efir run-ttir` reads).
+    /// `files`: the kernels' files, then the groups'.
     pub fn manifest(&self, files: &[String]) -> serde_json::Value {
         let bufs: Vec<serde_json::Value> = self
             .buffers
@@ -108,7 +113,18 @@ impl TtirProgram {
                 })
             })
             .collect();
-        serde_json::json!({"program": self.name, "buffers": bufs, "kernels": ks})
+        let gs: Vec<serde_json::Value> = self
+            .groups
+            .iter()
+            .zip(files.iter().skip(self.kernels.len()))
+            .map(|(g, file)| {
+                serde_json::json!({
+                    "name": g.name, "file": file, "members": g.members, "args": g.args,
+                    "grid": g.grid, "num_warps": g.num_warps, "num_stages": g.num_stages,
+                })
+            })
+            .collect();
+        serde_json::json!({"program": self.name, "buffers": bufs, "kernels": ks, "groups": gs})
     }
 }
 
@@ -182,7 +198,7 @@ pub fn translate(m: &Module, f: &Func) -> Result<TtirProgram, String> {
     let mut index: HashMap<(ValueId, usize), usize> = HashMap::new();
     let mut kernels = Vec::new();
     for k in &p.kernels {
-        let kk = kernel(&ctx, &diags, &p, k, &mut buffers, &mut index).map_err(|e| {
+        let kk = kernel(&ctx, &diags, &p, k, &mut buffers, &mut index, None).map_err(|e| {
             format!(
                 "kernel {} (writing `%{}`): {e}",
                 k.index,
@@ -191,10 +207,12 @@ pub fn translate(m: &Module, f: &Func) -> Result<TtirProgram, String> {
         })?;
         kernels.push(kk);
     }
+    let groups = group::groups(&ctx, &diags, &p, &kernels, &mut buffers, &mut index)?;
     Ok(TtirProgram {
         name: f.name.clone(),
         buffers,
         kernels,
+        groups,
     })
 }
 
@@ -333,6 +351,9 @@ struct Em<'c, 'm, 'p, 'a> {
     rebased: Vec<(Value<'c, 'm>, Value<'c, 'm>)>,
     /// The grid axis whose later tiles start first (see [`Em::run`]).
     heavy_first: Option<String>,
+    /// Programs of the launch group's earlier members (0 outside a group):
+    /// subtracted from the program id.
+    pid_off: u64,
     /// The grid axis tiling the queries of a causal loop, once one is
     /// emitted (its later tiles loop longer).
     heavy: Option<String>,
