@@ -35,6 +35,7 @@ measured.
 
 import argparse
 import json
+import logging
 import os
 import pathlib
 import re
@@ -171,9 +172,22 @@ def gpu(name, m, xs, budget):
         torch._dynamo.reset()
         ef = torch.compile(m, backend="efir", options={"tune": budget})
         t = time.perf_counter()
-        with warnings.catch_warnings(record=True) as w:
-            warnings.simplefilter("always")
-            out = ef(*xs)
+        # the backend's choice between the whole graph and its chunks
+        said = []
+        h = logging.Handler()
+        h.emit = lambda r: said.append(r.getMessage())
+        lg = logging.getLogger("efir")
+        lg.addHandler(h)
+        level = lg.level
+        lg.setLevel(logging.INFO)
+        try:
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                out = ef(*xs)
+        finally:
+            lg.removeHandler(h)
+            lg.setLevel(level)
+        row["efir_choice"] = [x for x in said if "compiled the graph" in x]
         row["efir_compile_s"] = round(time.perf_counter() - t, 1)
         said = [str(x.message) for x in w if str(x.message).startswith("efir")]
         row["fell_back"] = said

@@ -70,7 +70,6 @@ def partial(gm, inputs, opts, compile_fn, reuse):
     where no part was compiled."""
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.operator_support import OperatorSupportBase
-    from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 
     from .importer import unsupported
 
@@ -92,40 +91,12 @@ def partial(gm, inputs, opts, compile_fn, reuse):
             return why is None
 
     parts = CapabilityBasedPartitioner(lifted, _Support(), allows_single_node_partition=True).propose_partitions()
-    parts = [p for p in parts if _worth(p.nodes)]
+    parts = [p.nodes for p in parts if _worth(p.nodes)]
     if not parts or not reasons:
         return None, None
-    fused = fuse_by_partitions(lifted, [dict.fromkeys(p.nodes) for p in parts], prefix="efir_", always_return_tuple=True)
-    # Each partition's example inputs: the graph run eagerly on the backend's.
-    seen = {}
-
-    class _Record(torch.fx.Interpreter):
-        def call_module(self, target, args, kwargs):
-            seen.setdefault(target, args)
-            return super().call_module(target, args, kwargs)
-
-    args = Args(ep)
-    with torch.no_grad():
-        _Record(fused).run(*args(inputs))
-    done, failed = 0, []
-    for name in sorted(seen):
-        try:
-            fn = compile_fn(getattr(fused, name), seen[name], quiet=True, reuse=reuse, **opts)
-        except (ImportError_, CompileError) as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            failed.append(first)
-            log.debug("efir: partition %s left to PyTorch: %s", name, e)
-            continue
-        setattr(fused, name, _Compiled(fn))
-        done += 1
+    call, done, failed, _ = _compile_parts(ep, parts, inputs, opts, compile_fn, reuse)
     if not done:
         return None, None
-    fused.recompile()
-
-    def call(*user):
-        return tuple(fused(*args(user)))
-
-    call.partitions = done
     bad = sorted(reasons, key=order.get)
     why = reasons[bad[0]]
     if len(bad) > 1:
@@ -137,3 +108,102 @@ def partial(gm, inputs, opts, compile_fn, reuse):
     return call, why
 
 
+
+
+def _compile_parts(ep, parts, inputs, opts, compile_fn, reuse):
+    """Fuse each group of nodes of `ep`'s graph (convex: the fuser checks)
+    into a submodule, compile each with `compile_fn` on the example inputs
+    it sees when the graph runs eagerly on `inputs`, and keep PyTorch's
+    code for those that fail. Returns (callable on the user's inputs,
+    parts compiled, first lines of the failures, {part name: compiled})."""
+    from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
+
+    fused = fuse_by_partitions(ep.graph_module, [dict.fromkeys(p) for p in parts], prefix="efir_", always_return_tuple=True)
+    # Each partition's example inputs: the graph run eagerly on the backend's.
+    seen = {}
+
+    class _Record(torch.fx.Interpreter):
+        def call_module(self, target, args, kwargs):
+            seen.setdefault(target, args)
+            return super().call_module(target, args, kwargs)
+
+    args = Args(ep)
+    with torch.no_grad():
+        _Record(fused).run(*args(inputs))
+    compiled, failed = {}, []
+    for name in sorted(seen):
+        try:
+            fn = compile_fn(getattr(fused, name), seen[name], quiet=True, reuse=reuse, **opts)
+        except (ImportError_, CompileError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            failed.append(first)
+            log.debug("efir: partition %s left to PyTorch: %s", name, e)
+            continue
+        setattr(fused, name, _Compiled(fn))
+        compiled[name] = fn
+    fused.recompile()
+
+    def call(*user):
+        return tuple(fused(*args(user)))
+
+    call.partitions = len(compiled)
+    return call, len(compiled), failed, compiled
+
+
+# Contractions (matmuls, attention): a graph with more of them than
+# CHUNK_CONTRACTIONS is also compiled in chunks (`chunked`).
+_CONTRACTIONS = {
+    "mm.default", "bmm.default", "matmul.default", "linear.default", "addmm.default", "einsum.default",
+    "scaled_dot_product_attention.default", "baddbmm.default",
+}
+CHUNK_CONTRACTIONS = 3
+
+
+def chunked(gm, inputs, opts, compile_fn, reuse, limit=None):
+    """`gm` compiled in chunks (the paper's subgraph partition, section
+    5.2, in its simplest form): its exported graph's ops in topological
+    order cut into contiguous runs of at most `limit` contractions each
+    (a contiguous run of a topological order is convex), the ops before a
+    contraction going with the run that holds it; each run compiled by
+    `compile_fn` on its own, so that saturation and compaction search each
+    small program whole instead of stopping early in a large one. Returns
+    (callable on the user's inputs, {part: compiled}) or (None, None) where
+    the graph has `limit` contractions or fewer, or a part fails."""
+    limit = CHUNK_CONTRACTIONS if limit is None else limit
+    ep = export(gm, inputs)
+    kinds = {s.kind for s in ep.graph_signature.output_specs}
+    if kinds != {torch.export.graph_signature.OutputKind.USER_OUTPUT}:
+        return None, None
+    nodes = [n for n in ep.graph_module.graph.nodes if n.op == "call_function"]
+    if sum(_opname(n) in _CONTRACTIONS for n in nodes) <= limit:
+        return None, None
+    runs, cur, heavy = [], [], 0
+    for n in nodes:
+        if _opname(n) in _CONTRACTIONS:
+            if heavy == limit:
+                runs.append(cur)
+                cur, heavy = [], 0
+            heavy += 1
+        cur.append(n)
+    runs.append(cur)
+    # A relabelling or cast of the graph's inputs alone (a `to` that keeps
+    # the dtype, `detach`) that a later run reads too stays in PyTorch, so
+    # that no part returns what it was given (which efir does not
+    # translate) and every part reads it as an input.
+    where = {n: i for i, r in enumerate(runs) for n in r}
+    pre = set()
+    for n in nodes:
+        if _opname(n) in _VIEWS | {"detach_.default"} and all(a.op == "placeholder" or a in pre for a in n.all_input_nodes):
+            pre.add(n)
+    shared = {n for n in pre if any(where.get(u, where[n]) != where[n] for u in n.users)}
+    keep = set()
+    for n in reversed(nodes):
+        if n in shared or (n in pre and any(u in keep for u in n.users)):
+            keep.add(n)
+    runs = [[n for n in r if n not in keep] for r in runs]
+    parts = [r for r in runs if _worth(r)]
+    call, done, failed, compiled = _compile_parts(ep, parts, inputs, opts, compile_fn, reuse)
+    if failed or done != len(parts):
+        log.debug("efir: chunked compilation abandoned: %s", failed[:1])
+        return None, None
+    return call, compiled
