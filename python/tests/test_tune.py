@@ -557,3 +557,27 @@ def test_gpu_lock_excludes_other_processes(tmp_path):
     assert take() == "free"
     with tune_pool.gpu_lock(None):  # no lock file: no lock (the CPU interpreter)
         assert take() == "free"
+
+
+def test_confirm_retimes_the_best_and_the_default_side_by_side():
+    # The default was timed first, on a cold GPU (20 us); re-timed it is
+    # the fastest (10 us), so the tuned result is never slower than it.
+    first = {"BLOCK_m": 16}
+    other = {"BLOCK_m": 32}
+    res = {"name": "b", "config": other, "time_us": 12.0,
+           "trace": [("a", first, 20.0), ("b", other, 12.0), ("b", {"BLOCK_m": 64}, None)]}
+    seen = []
+
+    def timer(name, mod, cfg, run):
+        seen.append((name, cfg["BLOCK_m"]))
+        return {("a", 16): 10.0, ("b", 32): 12.0}[(name, cfg["BLOCK_m"])]
+
+    tune.confirm(res, "a", first, {"a": None, "b": None}, [], timer=timer)
+    assert (res["name"], res["config"], res["time_us"]) == ("a", first, 10.0)
+    # Both twice, in turn; the incorrect schedule never.
+    assert seen == [("b", 32), ("a", 16)] * 2
+    assert set(res["confirmed"].values()) == {10.0, 12.0}
+    # A search whose best is the default already keeps it.
+    res = {"name": "a", "config": first, "time_us": 10.0, "trace": [("a", first, 10.0)]}
+    tune.confirm(res, "a", first, {"a": None}, [], timer=timer)
+    assert res["name"] == "a" and "confirmed" not in res
