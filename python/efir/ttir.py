@@ -38,6 +38,7 @@ class TtirProgram:
         # while `use_groups` is true.
         self.groups = list(groups)
         self.use_groups = True
+        self.ungrouped = set()  # groups that ran out of resources
         self.buffers = manifest["buffers"]
         self.inputs = sorted((b for b in self.buffers if b["input"] is not None), key=lambda b: b["input"])
         self.outputs = sorted((b for b in self.buffers if b["output"] is not None), key=lambda b: b["output"])
@@ -64,7 +65,17 @@ class TtirProgram:
                 t = torch.empty(tuple(b["shape"]), dtype=dt, device=dev)
             bufs.append(t)
         for unit, ck in self.launches():
-            ck[(unit["grid"], 1, 1)](*(bufs[i] for i in unit["args"]))
+            try:
+                ck[(unit["grid"], 1, 1)](*(bufs[i] for i in unit["args"]))
+            except Exception as e:
+                # A group whose members' shared memory together exceeds the
+                # GPU's: its members one by one, from now on.
+                if "members" not in unit or type(e).__name__ != "OutOfResources":
+                    raise
+                self.ungrouped.add(unit["name"])
+                for i in unit["members"]:
+                    k = self.manifest["kernels"][i]
+                    self.kernels[i][(k["grid"], 1, 1)](*(bufs[j] for j in k["args"]))
         outs = [bufs[self.buffers.index(b)] for b in self.outputs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -75,7 +86,8 @@ class TtirProgram:
         first = {}
         if self.use_groups:
             for g, cg in zip(self.manifest.get("groups", []), self.groups):
-                first[g["members"][0]] = (g, cg)
+                if g["name"] not in self.ungrouped:
+                    first[g["members"][0]] = (g, cg)
         skip = {i for g, _ in first.values() for i in g["members"][1:]}
         out = []
         for i, (k, ck) in enumerate(zip(self.manifest["kernels"], self.kernels)):

@@ -495,3 +495,30 @@ def test_independent_kernels_share_a_launch(tmp_path):
     for config in configs:
         errs = h.check_module(py, src, fname, tmp_path / "ref", config=config)
         assert max(errs) <= TOL, (config, errs)
+
+
+def test_a_group_out_of_resources_launches_its_members(tmp_path, monkeypatch):
+    """Where the group kernel does not fit the GPU (its members' shared
+    memory together: Triton's OutOfResources at launch), run() launches
+    the members one by one, and no longer tries the group at that
+    schedule."""
+    import triton
+
+    src = ROOT / "lit-tests" / "Translate" / "triton-launch-group.efir"
+    (py, _, fname), = translate(src, tmp_path / "py")
+    mod = h.load_module(py)
+    tries = []
+
+    class Full:
+        def __getitem__(self, grid):
+            def launch(*a, **k):
+                tries.append(grid)
+                raise triton.runtime.errors.OutOfResources(248832, 232448, "shared memory")
+            return launch
+
+    monkeypatch.setattr(mod, "_h0_1", Full())
+    monkeypatch.setattr(h, "load_module", lambda _: mod)
+    for _ in range(2):
+        errs = h.check_module(py, src, fname, tmp_path / "ref")
+        assert max(errs) <= TOL, errs
+    assert len(tries) == 1 and len(mod._UNGROUPED) == 1

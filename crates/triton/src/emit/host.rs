@@ -45,6 +45,10 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
             let _ = writeln!(out, "\n{}", group_kernel(&ks, g));
         }
     }
+    if groups.iter().any(|g| g.len() > 1) {
+        // (group, schedule) pairs whose group launch ran out of resources
+        let _ = writeln!(out, "\n_UNGROUPED = set()");
+    }
     let _ = writeln!(out);
     run_function(&mut out, p, &ks, &groups);
     Ok(out)
@@ -410,13 +414,30 @@ fn run_function(out: &mut String, p: &Plan<'_>, ks: &[EmittedKernel], groups: &[
                 args.push(member_param(j, x));
             }
         }
-        let _ = writeln!(out, "    if {}:", same.join(" and "));
+        // Members whose shared memory together exceeds the GPU's fail to
+        // launch as a group (Triton allocates each inlined member its own):
+        // they are launched one by one, for that schedule from then on.
+        let name = group_name(g);
+        let flag = format!("grouped{}", g[0]);
+        let _ = writeln!(out, "    {flag} = False");
         let _ = writeln!(
             out,
-            "        {}",
-            calls[0].call(&before.join(" + "), &args, &group_name(g))
+            "    if {} and (\"{name}\", tuple(sorted(cfg.items()))) not in _UNGROUPED:",
+            same.join(" and ")
         );
-        let _ = writeln!(out, "    else:");
+        let _ = writeln!(out, "        try:");
+        let _ = writeln!(
+            out,
+            "            {}",
+            calls[0].call(&before.join(" + "), &args, &name)
+        );
+        let _ = writeln!(out, "            {flag} = True");
+        let _ = writeln!(out, "        except triton.runtime.errors.OutOfResources:");
+        let _ = writeln!(
+            out,
+            "            _UNGROUPED.add((\"{name}\", tuple(sorted(cfg.items()))))"
+        );
+        let _ = writeln!(out, "    if not {flag}:");
         for (j, c) in calls.iter().enumerate() {
             let _ = writeln!(
                 out,
