@@ -160,7 +160,20 @@ pub(super) fn auto_grid(
             // default: splitting it would recompute what it is reduced from.
             // A matmul's dim under 16 is one block of 16 (see
             // [`small_dot_extents`]).
-            if small_e {
+            let sym = matches!(extent, Extent::Sym(_));
+            if sym && top <= 16 {
+                // A symbolic extent (a batch) represented at 16 rows or
+                // fewer: blocks of 16 by default, up to 64, whatever the
+                // representative size, so that at most 16 rows read the
+                // weights once and take `tl.dot` (a block of 4 rows read a
+                // 4096x11008 projection four times at 16 rows, and took
+                // the multiply-and-sum path; bench/results/2026-12-06-s32-h100-family.json).
+                while b <= 64 {
+                    dm.push(b);
+                    b *= 2;
+                }
+                (dm, 16)
+            } else if small_e {
                 dm.push(16);
                 (dm, if *e == 1 { 1 } else { 16 })
             } else if whole && d + 1 == r && top > 128 && top <= WHOLE_ROW {
