@@ -81,8 +81,11 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
     }
 
     /// The number of key tiles (an i32 at depth 0) that the program's query
-    /// tile meets, where the `par.reduce` of `x` (reducer `r`) over `axis`,
-    /// of result tiling `lay`, is causal as the module doc says.
+    /// tile meets, the number of those wholly below the diagonal (no key of
+    /// them after a query row of the tile), and the mask's comparison,
+    /// where the `par.reduce` of `x` (reducer `r`) over `axis`, of result
+    /// tiling `lay`, is causal as the module doc says.
+    #[allow(clippy::type_complexity)]
     pub(super) fn causal_stop(
         &mut self,
         r: &Attr,
@@ -90,7 +93,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         axis: &str,
         lay: &Layout,
         nt: u64,
-    ) -> R<Option<Value<'c, 'm>>> {
+    ) -> R<Option<(Value<'c, 'm>, Value<'c, 'm>, ValueId)>> {
         let f = self.p.func;
         // A repaired maximum over one input, and f = 0 at x = m = -inf.
         let Attr::Term(name, args) = r else {
@@ -152,6 +155,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         if !ninf || !ge {
             return Ok(None);
         }
+        let mask = cmp.result;
         let (Some(rows), Some(cols)) = (
             self.iota_of(cmp.operands[0], 0),
             self.iota_of(cmp.operands[1], 1),
@@ -194,6 +198,13 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         let a = self.val(0, "arith.muli", &[a, cbg], "i32", &[])?;
         let a = self.val(0, "arith.addi", &[a, cbl1], "i32", &[])?;
         let a = self.val(0, "arith.divsi", &[a, cbl], "i32", &[])?;
-        Ok(Some(self.val(0, "arith.minsi", &[a, cnt], "i32", &[])?))
+        let hi = self.val(0, "arith.minsi", &[a, cnt], "i32", &[])?;
+        // min((ig * bg + 1) / bl, hi): tiles whose last key is at most the
+        // tile's first query row
+        let b = self.val(0, "arith.muli", &[ig, cbg], "i32", &[])?;
+        let b = self.val(0, "arith.addi", &[b, one], "i32", &[])?;
+        let b = self.val(0, "arith.divsi", &[b, cbl], "i32", &[])?;
+        let lo = self.val(0, "arith.minsi", &[b, hi], "i32", &[])?;
+        Ok(Some((hi, lo, mask)))
     }
 }

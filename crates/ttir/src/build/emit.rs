@@ -66,6 +66,20 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
 
     /// The blocks of `v` (a tensor or a tuple) in tiling `lay`.
     pub(super) fn emit_val(&mut self, v: ValueId, lay: &Layout) -> R<Val<'c, 'm>> {
+        if self.diag_true == Some(v) {
+            // Below the causal diagonal every query row sees every key of
+            // the tile (see [`Em::causal_stop`]); not memoized.
+            let (er, dt) = static_shape(self.p, self.p.func.ty(v))?;
+            let (dims, depth) = self.dims(&er, lay)?;
+            let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
+            let t = self.splat_const(depth, 1.0, &shape, dt)?;
+            return Ok(Val::T(Blk {
+                v: t,
+                dims,
+                dt,
+                depth,
+            }));
+        }
         if let Some(x) = self.memo.get(&(v, lay.clone())) {
             return Ok(x.clone());
         }
@@ -83,6 +97,17 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         let from = x.dt;
         if from == to {
             return Ok(x.clone());
+        }
+        // A 16-bit matmul result widened again (attention's scores) is read
+        // before its rounding, as the Python build's `unrounded`.
+        if to == DType::F32 {
+            if let Some(w) = self
+                .unrounded
+                .get(&raw(x.v))
+                .filter(|w| w.dims.len() == x.dims.len())
+            {
+                return Ok(w.clone());
+            }
         }
         let shape = x.shape();
         let rt = ty_text(&shape, dtype_name(to));

@@ -208,6 +208,7 @@ pub(super) fn kernel(
                 rebased: Vec::new(),
                 heavy_first: heavy.clone(),
                 pid_off: member.unwrap_or(0),
+                diag_true: None,
                 heavy: None,
             };
             for (i, v) in bufs.iter().enumerate() {

@@ -145,11 +145,99 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             None => self.causal_stop(&r, x, &axis, lay, nt)?,
             Some(_) => None,
         };
-        let lb = self.const_i32(0, 0)?;
-        let ub = match stop {
-            Some(s) => s,
-            None => self.const_i32(0, nt as i64)?,
+        // Causal loops in two, as the Python build: the key tiles wholly
+        // below the diagonal without the mask (its comparison a constant
+        // true), then the tiles on it.
+        let ranges = match stop {
+            Some((hi, lo, cmp)) => vec![(None, Some(lo), Some(cmp)), (Some(lo), Some(hi), None)],
+            None => vec![(None, None, None)],
         };
+        let mut accs_now = inits;
+        let mut fref_last = None;
+        let mut failed = None;
+        for (lo, hi, diag) in ranges {
+            let lb = match lo {
+                Some(v) => v,
+                None => self.const_i32(0, 0)?,
+            };
+            let ub = match hi {
+                Some(v) => v,
+                None => self.const_i32(0, nt as i64)?,
+            };
+            self.diag_true = diag;
+            let built = self.reduce_loop(
+                outer,
+                (lb, ub),
+                &accs_now,
+                (&acc_tys, &acc_dims, &acc_dts),
+                (&r, x, &axis, &inner_lay),
+            );
+            self.diag_true = None;
+            match built {
+                Ok(fref) => {
+                    accs_now = (0..acc_tys.len())
+                        .map(|i| fref.result(i).map(Into::into).map_err(|e| e.to_string()))
+                        .collect::<R<Vec<_>>>()?;
+                    fref_last = Some(fref);
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        match own_before {
+            Some(Some(b)) => {
+                self.own.insert(axis.clone(), b);
+            }
+            Some(None) => {
+                self.own.remove(&axis);
+            }
+            None => {}
+        }
+        if let Some((b, idx, memo)) = shadow {
+            self.bound.insert(axis.clone(), b);
+            if let Some(i) = idx {
+                self.idx.insert(axis.clone(), i);
+            }
+            // What was computed outside the loop does not depend on its
+            // binding of the axis (that lives at the loop's depth).
+            let fresh = std::mem::replace(&mut self.memo, memo);
+            for (k, x) in fresh {
+                self.memo.entry(k).or_insert(x);
+            }
+        }
+        if let Some(al) = alias {
+            self.bound.remove(&al);
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let _ = fref_last.ok_or("a reduction loop without a loop")?;
+        let mut states = Vec::new();
+        for (i, dims) in acc_dims.into_iter().enumerate() {
+            states.push(Blk {
+                v: accs_now[i],
+                dims,
+                dt: acc_dts[i],
+                depth: outer,
+            });
+        }
+        self.finish(v, lay, states)
+    }
+
+    /// One `scf.for` of a `par.reduce` over `axis` from `lb` to `ub`
+    /// carrying accumulators from `inits`, built at depth `outer`: its body
+    /// binds the axis and merges the tile's states of `x`.
+    #[allow(clippy::type_complexity)]
+    fn reduce_loop(
+        &mut self,
+        outer: usize,
+        (lb, ub): (Value<'c, 'm>, Value<'c, 'm>),
+        inits: &[Value<'c, 'm>],
+        (acc_tys, acc_dims, acc_dts): (&[Type<'c>], &[Vec<Bd<'c, 'm>>], &[DType]),
+        (r, x, axis, inner_lay): (&Attr, ValueId, &str, &Layout),
+    ) -> R<OperationRef<'c, 'm>> {
         let st = self.const_i32(0, 1)?;
         let i32t = self.ty("i32")?;
         let mut block_args = vec![(i32t, self.loc)];
@@ -157,10 +245,10 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         let region = Region::new();
         region.append_block(Block::new(&block_args));
         let mut operands = vec![lb, ub, st];
-        operands.extend(&inits);
+        operands.extend(inits);
         let forop = OperationBuilder::new("scf.for", self.loc)
             .add_operands(&operands)
-            .add_results(&acc_tys)
+            .add_results(acc_tys)
             .add_regions([region])
             .build()
             .map_err(|e| format!("scf.for: {e}"))?;
@@ -189,53 +277,20 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             });
         }
         let res = self
-            .bind(&axis, iv, inner)
-            .and_then(|_| self.reduce_iteration(&r, x, &inner_lay, &accs, inner));
+            .bind(axis, iv, inner)
+            .and_then(|_| self.reduce_iteration(r, x, inner_lay, &accs, inner));
         // Close the loop whatever happened, then report.
         let yielded = match res {
             Ok(ms) => self.op(inner, "scf.yield", &ms, &[], &[]).map(|_| ()),
             Err(e) => Err(e),
         };
-        self.bound.remove(&axis);
-        self.idx.remove(&axis);
+        self.bound.remove(axis);
+        self.idx.remove(axis);
         self.memo.retain(|_, b| b.depth() < inner);
         self.scopes.pop();
         self.scopes.extend(hidden);
-        match own_before {
-            Some(Some(b)) => {
-                self.own.insert(axis.clone(), b);
-            }
-            Some(None) => {
-                self.own.remove(&axis);
-            }
-            None => {}
-        }
-        if let Some((b, idx, memo)) = shadow {
-            self.bound.insert(axis.clone(), b);
-            if let Some(i) = idx {
-                self.idx.insert(axis.clone(), i);
-            }
-            // What was computed outside the loop does not depend on its
-            // binding of the axis (that lives at the loop's depth).
-            let fresh = std::mem::replace(&mut self.memo, memo);
-            for (k, x) in fresh {
-                self.memo.entry(k).or_insert(x);
-            }
-        }
-        if let Some(al) = alias {
-            self.bound.remove(&al);
-        }
         yielded?;
-        let mut states = Vec::new();
-        for (i, dims) in acc_dims.into_iter().enumerate() {
-            states.push(Blk {
-                v: fref.result(i).map_err(|e| e.to_string())?.into(),
-                dims,
-                dt: acc_dts[i],
-                depth: outer,
-            });
-        }
-        self.finish(v, lay, states)
+        Ok(fref)
     }
 
     /// One iteration of a `par.reduce` loop (at depth `inner`): the tile's

@@ -214,14 +214,17 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         let xa = self.emit(op.operands[0], la)?;
         let xb = self.emit(op.operands[1], lb)?;
         let depth = xa.depth.max(xb.depth).max(at);
-        let (mut xa, mut xb) = (xa, xb);
-        xa.depth = depth;
-        xb.depth = depth;
         let batch = |x: &Blk<'c, 'm>| x.dims[..x.dims.len() - 2].iter().any(|d| d.size != 1);
         if batch(&xa) || batch(&xb) {
+            let (mut xa, mut xb) = (xa, xb);
+            xa.depth = depth;
+            xb.depth = depth;
             let r = f.ty(v).as_tensor().map_or(0, |t| t.shape.len());
             return self.batched_product(&xa, &xb, r, acc, depth);
         }
+        // Each operand as a matrix where it is computed (attention's Q,
+        // loaded once before the key loop, stays a loop invariant that
+        // Triton keeps in shared memory, as the Python build's 2-D load).
         let xa = self.matrix(&xa)?;
         let xb = self.matrix(&xb)?;
         // Zero the K padding of both operands.

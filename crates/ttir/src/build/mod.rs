@@ -351,6 +351,9 @@ struct Em<'c, 'm, 'p, 'a> {
     rebased: Vec<(Value<'c, 'm>, Value<'c, 'm>)>,
     /// The grid axis whose later tiles start first (see [`Em::run`]).
     heavy_first: Option<String>,
+    /// The causal mask's comparison while the loop over the key tiles
+    /// below the diagonal is built: a constant true there.
+    diag_true: Option<ValueId>,
     /// Programs of the launch group's earlier members (0 outside a group):
     /// subtracted from the program id.
     pid_off: u64,
