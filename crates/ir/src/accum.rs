@@ -25,6 +25,19 @@ fn wide_dtype(t: &Type) -> bool {
         .is_some_and(|t| matches!(t.dtype, DType::F16 | DType::BF16))
 }
 
+/// `#red.sum`, or a product of reducers each of which is (a gated MLP's
+/// gate and up projections, split over K, reduced by one
+/// `#red.prod<#red.sum, #red.sum>`).
+fn sums(r: Option<&Attr>) -> bool {
+    match r {
+        Some(Attr::Term(n, a)) if n == "red.sum" => a.is_empty(),
+        Some(Attr::Term(n, a)) if n == "red.prod" => {
+            !a.is_empty() && a.iter().all(|(k, x)| k.is_none() && sums(Some(x)))
+        }
+        _ => false,
+    }
+}
+
 /// The values of `f` held at f32 as accumulators (see the module's doc).
 pub fn accumulators(f: &Func) -> HashSet<ValueId> {
     let mut out = HashSet::new();
@@ -32,6 +45,13 @@ pub fn accumulators(f: &Func) -> HashSet<ValueId> {
         let Some(&x) = op.operands.first() else {
             continue;
         };
+        // A tuple of accumulators (the operand of a product of sums).
+        if op.name == "tensor.tuple" {
+            if op.operands.iter().all(|o| out.contains(o)) {
+                out.insert(op.result);
+            }
+            continue;
+        }
         if !wide_dtype(f.ty(op.result)) {
             continue;
         }
@@ -56,8 +76,9 @@ pub fn accumulators(f: &Func) -> HashSet<ValueId> {
         out.remove(r);
     }
     // Only chains that end in sums: every use of an accumulator is a
-    // layout op whose result is one too, or a `tensor.reduce` by
-    // `#red.sum` (which computes in f32 and rounds once). A chain with any
+    // layout op (or a tuple) whose result is one too, or a `tensor.reduce`
+    // by `#red.sum` or a product of sums (which computes in f32 and rounds
+    // once). A chain with any
     // other use keeps its type throughout (so no kernel reads f32 where
     // its type says 16 bits, e.g. as a `tl.dot` operand).
     loop {
@@ -66,9 +87,9 @@ pub fn accumulators(f: &Func) -> HashSet<ValueId> {
             .copied()
             .filter(|v| {
                 f.ops.iter().filter(|u| u.operands.contains(v)).any(|u| {
-                    let sum = u.name == "tensor.reduce"
-                        && matches!(u.attrs.get("reducer"), Some(Attr::Term(n, a)) if n == "red.sum" && a.is_empty());
-                    let through = THROUGH.contains(&u.name.as_str()) && out.contains(&u.result);
+                    let sum = u.name == "tensor.reduce" && sums(u.attrs.get("reducer"));
+                    let through = (THROUGH.contains(&u.name.as_str()) || u.name == "tensor.tuple")
+                        && out.contains(&u.result);
                     !(sum || through)
                 })
             })
