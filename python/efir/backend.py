@@ -240,7 +240,6 @@ class ShapeCache:
             self._warn(f"efir: falling back to eager: {first}")
             return gm.forward
 
-
     def _or_chunks(self, module, tensors, whole):
         """`whole`, or the graph compiled in chunks (`partial.chunked`)
         where that is faster: a graph with more contractions than
@@ -292,7 +291,7 @@ class ShapeCache:
 
 
 # Whole compiles the static estimate puts above this many microseconds are
-# also tried in chunks (`Backend._or_chunks`): a Llama decoder layer at full
+# also tried in chunks (`ShapeCache._or_chunks`): a Llama decoder layer at full
 # size (hidden 4096) was estimated at 13,294 us whole and measured 4.4 ms on
 # an H100 against Inductor's 0.17 ms (bench/results/2026-12-06-s32-h100-layers.json).
 CHUNK_MIN_US = 100.0
