@@ -307,6 +307,23 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         depth: usize,
         lead: Option<(Value<'c, 'm>, u64)>,
     ) -> R<Value<'c, 'm>> {
+        self.ptrs_kept(buf, dims, exts, dt, depth, lead, None)
+    }
+
+    /// [`Em::ptrs`]; with `keep`, the pointer block has only those dims of
+    /// `dims` (the others single elements, their offsets broadcast), as
+    /// the Python build's 2-D loads of 4-D blocks (`offs[:, None]`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn ptrs_kept(
+        &self,
+        buf: (ValueId, usize),
+        dims: &[Bd<'c, 'm>],
+        exts: &[u64],
+        dt: DType,
+        depth: usize,
+        lead: Option<(Value<'c, 'm>, u64)>,
+        keep: Option<&[usize]>,
+    ) -> R<Value<'c, 'm>> {
         let mut base = *self
             .args
             .get(&buf)
@@ -327,17 +344,22 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             let off = self.val(depth, "arith.muli", &[i, c], it, &[])?;
             base = self.val(depth, "tt.addptr", &[base, off], &pt, &[])?;
         }
-        let r = dims.len();
-        let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
+        let all: Vec<usize> = (0..dims.len()).collect();
+        let keep = keep.unwrap_or(&all);
+        let r = keep.len();
+        let shape: Vec<u64> = keep.iter().map(|k| dims[*k].size).collect();
         if r == 0 {
             return Ok(base);
         }
         let mut acc: Option<Value<'c, 'm>> = None;
         for (i, d) in dims.iter().enumerate() {
             let stride: u64 = exts[i + 1..].iter().product();
+            // its position in the pointer block (a dropped dim is one
+            // element: any position)
+            let at = keep.iter().position(|k| *k == i).unwrap_or(0);
             let mut unit = vec![1; r];
-            unit[i] = d.size;
-            let x = self.along(depth, d.offs, d.size, i, r, "i32")?;
+            unit[at] = d.size;
+            let x = self.along(depth, d.offs, d.size, at, r, "i32")?;
             let mut x = self.widen(depth, x, &unit, idt)?;
             if stride != 1 {
                 let s = self.splat_const(depth, stride as f64, &unit, idt)?;

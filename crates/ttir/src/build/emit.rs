@@ -30,13 +30,18 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         let ptr = self.ptrs(buf, &dims, exts, dt, depth, None)?;
         let rt = ty_text(&shape, dtype_name(dt));
         let x = match self.mask(&dims, depth)? {
-            None => self.val(
-                depth,
-                "tt.load",
-                &[ptr],
-                &rt,
-                &[("operandSegmentSizes", "array<i32: 1, 0, 0>".into())],
-            )?,
+            None => {
+                let x = self.val(
+                    depth,
+                    "tt.load",
+                    &[ptr],
+                    &rt,
+                    &[("operandSegmentSizes", "array<i32: 1, 0, 0>".into())],
+                )?;
+                self.unmasked
+                    .insert(raw(x), (buf, exts.to_vec(), dt, dims.clone()));
+                x
+            }
             Some(m) => {
                 let z = self.splat_const(depth, 0.0, &shape, dt)?;
                 let x = self.val(

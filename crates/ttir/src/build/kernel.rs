@@ -194,6 +194,7 @@ pub(super) fn kernel(
                     .collect(),
                 zero_padded: HashMap::new(),
                 unrounded: HashMap::new(),
+                unmasked: HashMap::new(),
                 stat: p
                     .stat_blocks
                     .get(k.index)

@@ -184,6 +184,28 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         }
         let dims = x.dims[r - 2..].to_vec();
         let s: Vec<u64> = dims.iter().map(|d| d.size).collect();
+        // An unmasked load: loaded again as a matrix (as the Python build's
+        // 2-D load of attention's Q, which Triton feeds to the tensor cores
+        // from shared memory; reshaped, it reached `wgmma` from registers).
+        if let Some((buf, exts, dt, ld)) = self.unmasked.get(&super::emit::raw(x.v)).cloned() {
+            if ld.len() == r {
+                let ptr =
+                    self.ptrs_kept(buf, &ld, &exts, dt, x.depth, None, Some(&[r - 2, r - 1]))?;
+                let v = self.val(
+                    x.depth,
+                    "tt.load",
+                    &[ptr],
+                    &ty_text(&s, dtype_name(dt)),
+                    &[("operandSegmentSizes", "array<i32: 1, 0, 0>".into())],
+                )?;
+                return Ok(Blk {
+                    v,
+                    dims,
+                    dt: x.dt,
+                    depth: x.depth,
+                });
+            }
+        }
         let v = self.val(
             x.depth,
             "tt.reshape",

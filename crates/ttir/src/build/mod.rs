@@ -328,6 +328,11 @@ struct Em<'c, 'm, 'p, 'a> {
     /// A 16-bit matmul result (by its raw value) -> its f32 sum before the
     /// rounding: a buffer of collected partial sums stores that.
     unrounded: HashMap<usize, Blk<'c, 'm>>,
+    /// Unmasked loads (by their value's raw pointer): the buffer leaf, its
+    /// extents, type and the block's dims, so that a matmul operand with
+    /// single-element leading dims is loaded again as a matrix.
+    #[allow(clippy::type_complexity)]
+    unmasked: HashMap<usize, ((ValueId, usize), Vec<u64>, DType, Vec<Bd<'c, 'm>>)>,
     /// The kernel's blocks of its statistics loops (a schedule's or the
     /// estimate's `BLOCK_<axis>__r<i>`, as the Python build launches the
     /// kernel with): a `par.reduce` over such an axis that is not a
