@@ -46,6 +46,7 @@ class TtirProgram:
     def run(self, *inputs):
         """Run the program on torch tensors (on the GPU); returns its result(s)."""
         import torch
+        import triton
 
         if len(inputs) != len(self.inputs):
             raise TypeError(f"@{self.manifest['program']} takes {len(self.inputs)} inputs, got {len(inputs)}")
@@ -67,10 +68,10 @@ class TtirProgram:
         for unit, ck in self.launches():
             try:
                 ck[(unit["grid"], 1, 1)](*(bufs[i] for i in unit["args"]))
-            except Exception as e:
+            except triton.runtime.errors.OutOfResources:
                 # A group whose members' shared memory together exceeds the
                 # GPU's: its members one by one, from now on.
-                if "members" not in unit or type(e).__name__ != "OutOfResources":
+                if "members" not in unit:
                     raise
                 self.ungrouped.add(unit["name"])
                 for i in unit["members"]:

@@ -87,6 +87,9 @@ pub(super) fn groups(
             starts.push(off);
             off += m.grid;
         }
+        if off > i32::MAX as u64 {
+            continue;
+        }
         let ty = |b: usize| format!("!tt.ptr<{}>", buffers[b].dtype);
         let sig: Vec<String> = args
             .iter()
@@ -147,9 +150,6 @@ pub(super) fn groups(
                 "launch group {name}: the module does not verify: {}",
                 drain(diags)
             ));
-        }
-        if off > i32::MAX as u64 {
-            continue;
         }
         out.push(TtirGroup {
             name,

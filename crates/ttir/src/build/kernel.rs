@@ -195,6 +195,7 @@ pub(super) fn kernel(
                 zero_padded: HashMap::new(),
                 unrounded: HashMap::new(),
                 unmasked: HashMap::new(),
+                reloaded: HashMap::new(),
                 stat: p
                     .stat_blocks
                     .get(k.index)

@@ -172,7 +172,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
 
     /// `x` (a block whose dims but the last two are single elements) as a
     /// matrix.
-    pub(super) fn matrix(&self, x: &Blk<'c, 'm>) -> R<Blk<'c, 'm>> {
+    pub(super) fn matrix(&mut self, x: &Blk<'c, 'm>) -> R<Blk<'c, 'm>> {
         let r = x.dims.len();
         if r == 2 {
             return Ok(x.clone());
@@ -187,7 +187,18 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         // An unmasked load: loaded again as a matrix (as the Python build's
         // 2-D load of attention's Q, which Triton feeds to the tensor cores
         // from shared memory; reshaped, it reached `wgmma` from registers).
-        if let Some((buf, exts, dt, ld)) = self.unmasked.get(&super::emit::raw(x.v)).cloned() {
+        let key = super::emit::raw(x.v);
+        if let Some(&v) = self.reloaded.get(&key) {
+            // (reloaded for an earlier product: both loops of a causal
+            // attention read the same Q)
+            return Ok(Blk {
+                v,
+                dims,
+                dt: x.dt,
+                depth: x.depth,
+            });
+        }
+        if let Some((buf, exts, dt, ld)) = self.unmasked.get(&key).cloned() {
             if ld.len() == r {
                 let ptr =
                     self.ptrs_kept(buf, &ld, &exts, dt, x.depth, None, Some(&[r - 2, r - 1]))?;
@@ -198,6 +209,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     &ty_text(&s, dtype_name(dt)),
                     &[("operandSegmentSizes", "array<i32: 1, 0, 0>".into())],
                 )?;
+                self.reloaded.insert(key, v);
                 return Ok(Blk {
                     v,
                     dims,

@@ -333,6 +333,9 @@ struct Em<'c, 'm, 'p, 'a> {
     /// single-element leading dims is loaded again as a matrix.
     #[allow(clippy::type_complexity)]
     unmasked: HashMap<usize, ((ValueId, usize), Vec<u64>, DType, Vec<Bd<'c, 'm>>)>,
+    /// Such loads loaded again as matrices (by the first load's raw
+    /// pointer): the matrix, at the first load's depth.
+    reloaded: HashMap<usize, Value<'c, 'm>>,
     /// The kernel's blocks of its statistics loops (a schedule's or the
     /// estimate's `BLOCK_<axis>__r<i>`, as the Python build launches the
     /// kernel with): a `par.reduce` over such an axis that is not a
