@@ -99,7 +99,10 @@ class Args:
     """The program's arguments from the user's inputs: parameters, buffers
     and constants in the program's argument order, then the user inputs.
     The state is moved to the inputs' device once per device (on its own
-    device it is the module's own tensor, so in-place updates are seen)."""
+    device it is the module's own tensor, so in-place updates are seen);
+    that device is the first one off the CPU, and 0-d or empty CPU inputs
+    move to it
+    (PyTorch mixes them with GPU tensors)."""
 
     def __init__(self, ep):
         state = _state(ep)
@@ -110,7 +113,12 @@ class Args:
     def __call__(self, user):
         if len(user) != self.n_user:
             raise TypeError(f"the compiled program takes {self.n_user} inputs, got {len(user)}")
-        dev = next((u.device for u in user if isinstance(u, torch.Tensor)), None)
+        tensors = [u for u in user if isinstance(u, torch.Tensor)]
+        # the device of the first input off the CPU: a 0-d or empty CPU tensor
+        # (a constant torch.export lifted, a scalar) mixes with GPU tensors in
+        # PyTorch, so it moves to that device here rather than choosing it
+        dev = next((u.device for u in tensors if u.device.type != "cpu"), tensors[0].device if tensors else None)
+        user = [u.to(dev) if isinstance(u, torch.Tensor) and u.device != dev and (u.dim() == 0 or u.numel() == 0) else u for u in user]
         fixed = self.on.get(dev)
         if fixed is None:
             fixed = self.on[dev] = [t.to(dev) if isinstance(t, torch.Tensor) and dev is not None else t for t in self.order]
