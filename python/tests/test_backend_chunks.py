@@ -93,3 +93,34 @@ def test_backend_keeps_the_cheaper_of_whole_and_chunks(monkeypatch, caplog, min_
     else:
         assert "in chunks" in said[0] and len(fn.chunks) == 3
         assert sum(estimate(f.source)["time_us"] for f in fn.chunks.values()) < est
+
+
+class _Consts(torch.nn.Module):
+    """Four matmuls and a constant created in forward (torch.export lifts it
+    as a CPU tensor and asserts its device, as in Mistral's decoder layer)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4, 8, 8))
+
+    def forward(self, x):
+        torch.tensor(2).to("cpu")  # unused, as Mistral's: only the trace's check remains
+        for i in range(4):
+            x = x @ self.w[i]
+        return x
+
+
+def test_chunks_run_where_the_constants_moved():
+    # The meta device stands in for the GPU: the program's state moves to the
+    # inputs' device, and the trace's check that the constant is on the CPU
+    # must not run in a chunk (it failed there with a device mismatch).
+    m = _Consts().to("meta")
+    x = torch.randn(2, 8, device="meta")
+
+    def pytorch(gm, args, **_):
+        return gm
+
+    call, parts = P.chunked(m, [x], {}, pytorch, None, limit=2)
+    assert call is not None and len(parts) == 2
+    (out,) = call(x)
+    assert out.device.type == "meta" and out.shape == (2, 8)
