@@ -63,6 +63,62 @@ const L2_TRIP_US: f64 = 0.4;
 /// program of a split-K matmul, a norm's weights), is taken to stay in L2.
 const DRAM_TRAFFIC: f64 = 4.0e6;
 
+/// A buffer of at most this many bytes, once read, stays in L2 (a third of
+/// the H100's 50 MB, the H200's 60 MB: other buffers share it): programs
+/// that read it again read L2 (see [`dram_traffic`]).
+const L2_RESIDENT: f64 = 16.0e6;
+
+/// The rate (bytes/s) of loads served by L2: about twice DRAM's.
+const L2_RATE: f64 = 8.0e12;
+
+/// The part of a load's `traffic` (bytes over all programs) that DRAM
+/// serves, for a buffer of `source` bytes read by `programs` programs of
+/// which `resident` run at once. A buffer read R = traffic / source times
+/// is read by programs spread over the grid (at worst evenly); those of one
+/// wave (R x resident / programs of them, at most R) share each tile
+/// through L2, so DRAM serves traffic over that many, and a buffer under
+/// [`L2_RESIDENT`] at most once. The rest comes from L2. A 512-row matmul
+/// by a 4096x14336 weight in 128x128 tiles reads the weight 4 times and the
+/// 4 MB rows 112 times; measured on the H100 at 103-120 us against cuBLAS's
+/// 97-105 (bench/results/2026-12-06-s33-h100-gemm.json), where counting
+/// every re-read from DRAM estimated 226-230 us.
+fn dram_traffic(traffic: f64, source: f64, programs: f64, resident: f64) -> f64 {
+    if source <= 0.0 || traffic <= source {
+        return traffic;
+    }
+    let r = traffic / source;
+    let together = (r * resident / programs.max(1.0)).clamp(1.0, r);
+    let dram = traffic / together;
+    if source <= L2_RESIDENT {
+        dram.min(source)
+    } else {
+        dram
+    }
+}
+
+/// Whether `w` is a GEMM tile: a `tl.dot` on the tensor cores of at least
+/// 64 rows, 64 columns and 64 of K (lora's rank-16 outer product, 4096x16
+/// by 16x4096, is not one: costed with L2 reuse it ranked first at B=1 and
+/// measured 22.0 us against the former choice's 16.5). A kernel with one is
+/// costed with L2 reuse ([`dram_traffic`]) and its tile's footprint is its
+/// accumulator; under 64 rows or columns a matmul streams its weights, and
+/// the estimate keeps counting every load from DRAM (measured better for
+/// the suite's matmuls of 1-16 rows: with L2 reuse, the untuned choice of
+/// lora B=1 and B=16 and rmsnorm_swiglu B=8 measured 19-48% slower on the
+/// H100, bench/results/2026-12-06-s33-h100-ab.json).
+fn gemm_tile(w: &Work, size: &dyn Fn(&str) -> f64, raw: &dyn Fn(&str) -> f64) -> bool {
+    let n = w.sizes.len();
+    if !w.flops || n < 3 {
+        return false;
+    }
+    let block = |s: &String| match s.strip_prefix("BLOCK_") {
+        Some(a) => raw(a),
+        None => size(s),
+    };
+    w.sizes[n - 3..].iter().all(|s| block(s) >= 16.0)
+        && w.sizes[n - 3..].iter().all(|s| size(s) >= 64.0)
+}
+
 /// Shared memory a block of the H200 may use (227 KB).
 const SHARED_BYTES: f64 = 232_448.0;
 
@@ -247,12 +303,18 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
             _ => size_in(ov, s),
         };
         let programs: f64 = k.grid.iter().map(|a| tiles(a)).product();
-        let (mut bytes, mut flops, mut dot_s) = (0.0, 0.0, 0.0);
+        let warps = f64::from(p.kernel_warps.get(ki).copied().flatten().unwrap_or(p.warps));
+        let resident = SMS * (RESIDENT_WARPS / warps.max(1.0)).max(1.0);
+        let (mut bytes, mut l2_bytes, mut flops, mut dot_s) = (0.0, 0.0, 0.0, 0.0);
         // Per loop nest a program runs (loops one after another are separate
         // nests, even over one axis): its trips, the loads of a trip that
         // stream from DRAM, and whether a `tl.dot` in it (every block at
         // least 16) lets Triton pipeline its loads.
         let mut nests: Vec<Nest> = Vec::new();
+        let gemm = k
+            .work
+            .iter()
+            .any(|w| gemm_tile(w, &size, &|a| raw_block(ov, a)));
         for w in &k.work {
             // A causally clipped loop runs about half its tiles on average.
             let trips: f64 = w
@@ -281,6 +343,15 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                 })
                 .product();
             let elems: f64 = w.sizes.iter().map(|s| size(s)).product();
+            // A load's traffic and the part of it DRAM serves.
+            let traffic = elems * w.bytes as f64 * trips * programs * sector_waste(w, &size);
+            let dram = if w.flops {
+                0.0
+            } else if gemm {
+                dram_traffic(traffic, w.source, programs, resident)
+            } else {
+                traffic
+            };
             if !w.nest.is_empty() {
                 let i = match nests.iter().position(|n| n.loops == w.nest) {
                     Some(i) => i,
@@ -294,9 +365,11 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                 };
                 let n = &mut nests[i];
                 n.trips = n.trips.max(trips);
+                // (mostly from DRAM: less than half served by L2)
                 if !w.flops
                     && w.source >= DRAM_TRAFFIC
                     && elems * w.bytes as f64 * trips * programs >= DRAM_TRAFFIC
+                    && dram * 2.0 >= traffic
                 {
                     n.dram_loads += 1.0;
                 } else if !w.flops && w.bytes > 0 && w.source > 0.0 {
@@ -329,7 +402,8 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                 let share = dot_rate_share(&padded, w.sizes.iter().map(|s| size(s)));
                 dot_s += f / (MATMUL_RATE * share);
             } else {
-                bytes += elems * w.bytes as f64 * trips * programs * sector_waste(w, &size);
+                bytes += dram;
+                l2_bytes += traffic - dram;
             }
         }
         est.bytes += bytes;
@@ -339,7 +413,7 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         // program per head: 32 of 132 SMs, measured 2.7x slower than the
         // split-K candidate that the whole-GPU estimate ranked below it).
         let share = (programs / SMS).min(1.0);
-        let stream = (bytes / 4.27e12).max(dot_s) / share * 1e6;
+        let stream = (bytes / 4.27e12 + l2_bytes / L2_RATE).max(dot_s) / share * 1e6;
         // A program's loop trips follow one another: a kernel takes at least
         // LOOP_TRIP_US per trip of its loops (ngpt's one-kernel plan with two
         // loops of 64 trips over rows of 4096 measured 23.2 us on the H200),
@@ -347,7 +421,6 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         // divided by the loads in flight (num_stages - 1) where Triton
         // pipelines the loop (a `tl.dot` in it); programs beyond those an SM
         // keeps resident run in further waves.
-        let warps = f64::from(p.kernel_warps.get(ki).copied().flatten().unwrap_or(p.warps));
         let stages = f64::from(
             p.kernel_stages
                 .get(ki)
@@ -396,19 +469,62 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
             (_, Some(a)) => stat_block(&ov, stat, a),
             _ => size_in(&ov, s),
         };
+        let warps = f64::from(p.kernel_warps.get(ki).copied().flatten().unwrap_or(p.warps));
+        let mut acc_regs: f64 = 0.0;
+        let mut tile_regs: f64 = 0.0;
         for w in &k.work {
             let v: Vec<f64> = w.sizes.iter().map(|s| size(s)).collect();
             let fp = if w.flops && v.len() >= 3 {
                 let n = v.len();
                 let batch: f64 = v[..n - 3].iter().product();
-                batch * (v[n - 3] * v[n - 2] + v[n - 2] * v[n - 1] + v[n - 3] * v[n - 1])
+                let tensor_cores =
+                    w.sizes[n - 3..]
+                        .iter()
+                        .all(|s| match s.strip_prefix("BLOCK_") {
+                            Some(a) => raw_block(&ov, a) >= 16.0,
+                            None => size(s) >= 16.0,
+                        });
+                let acc = batch * v[n - 3] * v[n - 1];
+                if tensor_cores {
+                    acc_regs = acc_regs.max(acc / (32.0 * warps.max(1.0)));
+                }
+                if gemm_tile(w, &size, &|a| raw_block(&ov, a)) {
+                    // A GEMM tile on the tensor cores: its operands are
+                    // staged in shared memory, its f32 accumulator is held
+                    // in registers by every thread: the footprint the
+                    // default schedule bounds is the accumulator. (Under 64
+                    // rows or columns, a matmul streams its weights: larger
+                    // K tiles measured slower, and Triton's shared memory
+                    // beyond `shared_bytes`: gated_mlp B=8 at K 512 by 32
+                    // columns, 245,760 bytes, did not compile.) Its operand
+                    // fragments still take registers on their way to the
+                    // tensor cores: half of each operand tile a thread.
+                    let operands = batch * (v[n - 3] * v[n - 2] + v[n - 2] * v[n - 1]);
+                    tile_regs = tile_regs.max((acc + operands / 2.0) / (32.0 * warps.max(1.0)));
+                    acc
+                } else {
+                    batch * (v[n - 3] * v[n - 2] + v[n - 2] * v[n - 1] + v[n - 3] * v[n - 1])
+                }
             } else {
                 v.iter().product()
             };
             own = own.max(fp);
         }
         largest = largest.max(own);
-        time += times[ki] * (own / 32768.0).max(1.0);
+        // An accumulator of more than 128 registers a thread spills (with
+        // the operands' fragments and addresses beside it): a 256x128 tile
+        // at 4 warps, 256 a thread, measured 7x slower than 128x128 on the
+        // H100 (725.7 against 103.1 us, bench/results/2026-12-06-s33-h100-gemm.json).
+        // A GEMM tile's accumulator and half its operands over 192 registers
+        // a thread spill likewise (128x128 by 64 of K at 4 warps is 192; the
+        // first pass of a prefill attention's scores, 64x512 by 128 of K,
+        // 544, measured 7.3 ms against PyTorch's 0.19 for its chunk of the
+        // Llama layer, bench/results/2026-12-06-s33-h100-chunk-times.json).
+        let spill = (acc_regs / 128.0)
+            .powi(2)
+            .max((tile_regs / 192.0).powi(2))
+            .max(1.0);
+        time += times[ki] * (own / 32768.0).max(spill);
     }
     est.largest_block = largest;
     // 2 us per launch: a launch group of independent kernels is one
@@ -600,6 +716,21 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
         moved |= pick != current;
         if !moved {
             break;
+        }
+    }
+    // Where the estimate cannot tell 2 stages from 3 for a plan's pipelined
+    // (`tl.dot`) loops (a loop bound by its matmuls, where the estimate's
+    // DRAM waits are hidden anyway), take 3 if its tiles fit: measured faster on the H100 for the causal attention
+    // kernel (451 us against 479 at B=16, 34.2 against 39.0 at B=1,
+    // bench/results/2026-12-06-s33-h100-attn-tma.json), and the tuner's
+    // choices for the MLPs' streaming loops were 3 and 4 stages.
+    if p.stages == 2 && best.shared_bytes > 0.0 {
+        p.stages = 3;
+        let e = estimate_of(p, &ks);
+        if e.shared_bytes <= SHARED_BYTES && e.time_us <= best.time_us {
+            best = e;
+        } else {
+            p.stages = 2;
         }
     }
     // A kernel's block equal to its axis's is no block of its own.

@@ -1,0 +1,88 @@
+"""Where a chunked layer's time goes: each chunk that the torch.compile
+backend compiles on its own (efir.partial.chunked), timed on the GPU as
+efir compiled it and as PyTorch runs it (eager), on the inputs it sees in
+the layer, beside efir's static estimate and kernel count.
+
+    python3 bench/gpu/chunk_times.py --case llama_prefill_fp16 [--tune 0] --out x.json
+    python3 bench/gpu/chunk_times.py --case llama_prefill_fp16 --smoke --out /tmp/x.json  # tiny, CPU
+
+Cases as bench/gpu/layers.py names them (full size, random weights).
+"""
+import argparse, json, os, sys, time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch, triton  # noqa: E402
+import layers  # noqa: E402
+
+
+SMOKE = "--smoke" in sys.argv
+
+
+def us(fn):
+    if SMOKE:
+        t = time.perf_counter(); fn()
+        return (time.perf_counter() - t) * 1e6, "cpu"
+    fn(); torch.cuda.synchronize()
+    try:
+        return triton.testing.do_bench_cudagraph(fn, rep=100) * 1000.0, "graph"
+    except Exception:  # noqa: BLE001 (a part that cannot be captured is timed plainly)
+        return triton.testing.do_bench(fn, rep=100) * 1000.0, "launch"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--case", required=True)
+    ap.add_argument("--tune", type=float, default=0.0)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--smoke", action="store_true", help="tiny layer on the CPU (checks the script)")
+    ap.add_argument("--profile", action="store_true", help="also each generated kernel's time (torch.profiler)")
+    ap.add_argument("--sources", default="", help="write each part's generated module into this folder")
+    a = ap.parse_args()
+    import efir
+    from efir import partial
+    estimate = sys.modules["efir.stages"].estimate
+    kind, phase, dt = a.case.split("_")
+    m, xs = layers.case(kind, phase, dt, a.smoke, "cpu" if a.smoke else "cuda")
+    recs = []
+
+    def compile_fn(gm, args, **kw):
+        t = time.perf_counter()
+        fn = efir.compile(gm, list(args), **kw)
+        recs.append((gm, list(args), fn, time.perf_counter() - t))
+        return fn
+
+    rows = []
+    with torch.no_grad():
+        call, parts = partial.chunked(m, list(xs), {"tune": a.tune}, compile_fn, None)
+        if call is None:
+            sys.exit("not chunked")
+        layer_us = us(lambda: call(*xs))[0]
+        eager_us = us(lambda: m(*xs))[0]
+        for i, (gm, args, fn, cs) in enumerate(recs):
+            est = estimate(fn.source) if getattr(fn, "source", None) else {}
+            e_us, e_how = us(lambda: gm(*args))
+            f_us, f_how = us(lambda: fn(*args))
+            ops = sum(1 for n in gm.graph.nodes if n.op == "call_function")
+            kernels = []
+            if a.profile and not a.smoke:
+                # Each generated kernel's own time (the profiler's CUDA events).
+                from torch.profiler import ProfilerActivity, profile
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    for _ in range(3):
+                        fn(*args)
+                    torch.cuda.synchronize()
+                kernels = [(e.key, round(e.device_time_total / e.count, 1)) for e in prof.key_averages() if e.device_time_total > 0]
+            if a.sources:
+                os.makedirs(a.sources, exist_ok=True)
+                with open(os.path.join(a.sources, f"{a.case}_part{i}.py"), "w") as f:
+                    f.write(getattr(fn, "source", "") or "")
+            row = {"part": i, "ops": ops, "compile_s": round(cs, 1), "eager_us": e_us, "efir_us": f_us,
+                   "timing": f"{e_how}/{f_how}", "estimate_us": est.get("time_us"), "kernels": est.get("kernels"), "kernel_us": kernels}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    out = {"case": a.case, "device": "cpu" if a.smoke else torch.cuda.get_device_name(), "layer_chunked_us": layer_us, "layer_eager_us": eager_us, "parts": rows}
+    print(json.dumps({k: v for k, v in out.items() if k != "parts"}), flush=True)
+    json.dump(out, open(a.out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
