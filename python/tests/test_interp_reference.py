@@ -52,6 +52,7 @@ REFERENCES = {
     "ngpt": lambda h, x, alpha: rms(x + alpha * (rms(h) - x)),
     "attn_decode": lambda q, k, v: attention(q, k, v, causal=False),
     "attn_prefill": lambda q, k, v: attention(q, k, v, causal=True),
+    "attn_gqa": lambda q, k, v: attention(q, k, v, causal=True),
 }
 
 PARAMS = {
@@ -63,6 +64,7 @@ PARAMS = {
     "ngpt": ["h", "x", "alpha"],
     "attn_decode": ["q", "k", "v"],
     "attn_prefill": ["q", "k", "v"],
+    "attn_gqa": ["q", "k", "v"],
 }
 
 

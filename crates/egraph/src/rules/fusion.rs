@@ -235,10 +235,15 @@ fn softmax_matmul(m: &Match<'_>) -> Vec<Rhs> {
     {
         return vec![];
     }
+    // V's batch dims are z's, or 1 where V is shared along one (grouped
+    // query attention: the key/value heads of a group of query heads).
     if !z.state.is_empty()
         || !v.state.is_empty()
         || v.rank() != r
-        || z.shape[..r - 2] != v.shape[..r - 2]
+        || z.shape[..r - 2]
+            .iter()
+            .zip(&v.shape[..r - 2])
+            .any(|(a, b)| a != b && !b.is_one())
         || z.shape[r - 1] != v.shape[r - 2]
     {
         return vec![];
@@ -270,9 +275,16 @@ fn softmax_matmul(m: &Match<'_>) -> Vec<Rhs> {
         ],
     );
     let zb = node("tensor.broadcast", vec![zr, ty(z.dtype, full.clone())]);
+    let vshape = |a: &[efir_ir::Dim]| -> Vec<efir_ir::Dim> {
+        v.shape[..r - 2]
+            .iter()
+            .cloned()
+            .chain(a.iter().cloned())
+            .collect()
+    };
     let vr = node(
         "tensor.reshape",
-        vec![m.class("?v"), ty(v.dtype, shape(&[one, k, n.clone()]))],
+        vec![m.class("?v"), ty(v.dtype, vshape(&[one, k, n.clone()]))],
     );
     let vc = node(
         "ew.cast",
@@ -280,7 +292,7 @@ fn softmax_matmul(m: &Match<'_>) -> Vec<Rhs> {
             vr,
             ty(
                 z.dtype,
-                shape(&[efir_ir::Dim::Static(1), z.shape[r - 1].clone(), n]),
+                vshape(&[efir_ir::Dim::Static(1), z.shape[r - 1].clone(), n]),
             ),
         ],
     );

@@ -107,9 +107,11 @@ impl KernelEmitter<'_, '_> {
         if ua[d] || ub[d] {
             return None;
         }
-        // Rows: where b is unit and a is not; columns: the other way round.
-        let m = (0..r).find(|j| ub[*j] && !ua[*j])?;
-        let n = (0..r).find(|j| ua[*j] && !ub[*j])?;
+        // Rows: where b is unit and a is not; columns: the other way round
+        // (dims of a single element aside: grouped-query attention's V is
+        // unit along the group dim too, a block of one query head).
+        let m = (0..r).find(|j| ub[*j] && !ua[*j] && dims[*j].size != "1")?;
+        let n = (0..r).find(|j| ua[*j] && !ub[*j] && dims[*j].size != "1")?;
         let single = |j: usize| dims[j].size == "1" || (ua[j] && ub[j]);
         if (0..r).any(|j| j != m && j != n && j != d && !single(j)) {
             return None;
