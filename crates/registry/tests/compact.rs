@@ -481,6 +481,7 @@ fn every_candidate_of_layernorm_gemm_emits_triton() {
 /// the same ones) where it does not finish in reasonable time.
 const SMALL_CANDIDATES: &[(&str, usize)] = &[
     ("attn_decode", 100_000),
+    ("attn_gqa", 100),
     ("attn_prefill", 150),
     ("gated_mlp", 100_000),
     ("layernorm_gemm", 100_000),

@@ -73,5 +73,6 @@ fn kernel_graphs_compute_the_same_and_translate_the_same() {
             assert_eq!(a, b, "{}", f.name);
         }
     }
-    assert_eq!(graphs, 32);
+    // 4 candidates of each of the 9 small workloads.
+    assert_eq!(graphs, 36);
 }

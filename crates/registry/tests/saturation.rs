@@ -47,7 +47,7 @@ fn saturate_then_extract_preserves_every_small_example() {
         );
         n += 1;
     }
-    assert_eq!(n, 8);
+    assert_eq!(n, 9);
 }
 
 #[test]
