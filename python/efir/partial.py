@@ -157,6 +157,7 @@ _CONTRACTIONS = {
     "scaled_dot_product_attention.default", "baddbmm.default",
 }
 CHUNK_CONTRACTIONS = 3
+_ATTENTION = {"scaled_dot_product_attention.default"}
 
 
 def chunked(gm, inputs, opts, compile_fn, reuse, limit=None):
@@ -164,7 +165,8 @@ def chunked(gm, inputs, opts, compile_fn, reuse, limit=None):
     5.2, in its simplest form): its exported graph's ops in topological
     order cut into contiguous runs of at most `limit` contractions each
     (a contiguous run of a topological order is convex), the ops before a
-    contraction going with the run that holds it; each run compiled by
+    contraction going with the run that holds it, an attention
+    (`scaled_dot_product_attention`) a run of its own; each run compiled by
     `compile_fn` on its own, so that saturation and compaction search each
     small program whole instead of stopping early in a large one. Returns
     (callable on the user's inputs, {part: compiled}) or (None, None) where
@@ -191,10 +193,16 @@ def chunked(gm, inputs, opts, compile_fn, reuse, limit=None):
     runs, cur, heavy = [], [], 0
     for n in nodes:
         if _opname(n) in _CONTRACTIONS:
-            if heavy == limit:
+            # An attention is a run of its own (with the views after it):
+            # beside a projection that reads its result, compaction finds
+            # no candidate with its one-kernel online softmax (grouped-query
+            # attention in Llama's prefill: 7.3 ms in a chunk with o_proj,
+            # bench/results/2026-12-06-s33-h100-notes.md).
+            attention = _opname(n) in _ATTENTION
+            if heavy == limit or (attention and heavy > 0):
                 runs.append(cur)
                 cur, heavy = [], 0
-            heavy += 1
+            heavy = limit if attention else heavy + 1
         cur.append(n)
     runs.append(cur)
     # A relabelling or cast of the graph's inputs alone (a `to` that keeps

@@ -87,7 +87,13 @@ def compiled_whole(m, xs):
 # halves through the head split, the first negated, the products with cos
 # and sin: crates/buffers/src/lib.rs, READ_ARITH) instead of reading a
 # stored negation and a stored rotated key.
-PREFILL_KERNELS, DECODE_KERNELS = 12, 11
+# Prefill 12 -> 13 and decode 11 -> 13 since grouped-query attention has
+# its online-softmax form (62acc30): at these 8-token sizes the chosen
+# candidates (by static estimate, ahead of 11-12-kernel ones by 0.1-0.2 us
+# of about 22) compute the attention in a kernel of its own; at 512 tokens
+# the former form took 7.3 ms in a chunk of the layer
+# (bench/results/2026-12-06-s33-h100-notes.md).
+PREFILL_KERNELS, DECODE_KERNELS = 13, 13
 
 
 def kernels(f):
@@ -158,7 +164,7 @@ def test_layer_runs_under_efir_run(kind, dtype, tmp_path):
         assert len(attr) == 8, attr
         r = subprocess.run([str(BIN / "efir-translate"), "--to-triton", "--top", "1", "--print-plan", str(cands), "-o", str(tmp_path / "k.py")], capture_output=True, text=True)
         chosen = re.search(r"^@(\S+): (\d+) kernel\(s\).*\[chosen\]", r.stderr, re.M)
-        assert chosen and int(chosen[2]) <= {"mistral": 12, "qwen2": 12}[kind], r.stderr
+        assert chosen and int(chosen[2]) <= {"mistral": 13, "qwen2": 13}[kind], r.stderr  # 12 before 62acc30 (see PREFILL_KERNELS)
 
 
 @pytest.mark.parametrize("name", ["Layers/head-split-rope.efir", "Layers/Inputs/slice-through-reshape.efir"])

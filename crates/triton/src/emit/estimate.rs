@@ -470,8 +470,12 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
             _ => size_in(&ov, s),
         };
         let warps = f64::from(p.kernel_warps.get(ki).copied().flatten().unwrap_or(p.warps));
-        let mut acc_regs: f64 = 0.0;
-        let mut tile_regs: f64 = 0.0;
+        // Registers a thread holds for its products: sibling products (the
+        // same block shapes in loops over the same axes: a gated MLP's gate
+        // and up projections, emitted as one loop though the work records
+        // two nests) hold their accumulators together.
+        let mut acc_regs: IndexMap<(Vec<String>, Vec<String>), f64> = IndexMap::new();
+        let mut tile_regs: IndexMap<(Vec<String>, Vec<String>), f64> = IndexMap::new();
         for w in &k.work {
             let v: Vec<f64> = w.sizes.iter().map(|s| size(s)).collect();
             let fp = if w.flops && v.len() >= 3 {
@@ -486,7 +490,9 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                         });
                 let acc = batch * v[n - 3] * v[n - 1];
                 if tensor_cores {
-                    acc_regs = acc_regs.max(acc / (32.0 * warps.max(1.0)));
+                    *acc_regs
+                        .entry((w.loops.clone(), w.sizes.clone()))
+                        .or_default() += acc / (32.0 * warps.max(1.0));
                 }
                 if gemm_tile(w, &size, &|a| raw_block(&ov, a)) {
                     // A GEMM tile on the tensor cores: its operands are
@@ -500,7 +506,9 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                     // fragments still take registers on their way to the
                     // tensor cores: half of each operand tile a thread.
                     let operands = batch * (v[n - 3] * v[n - 2] + v[n - 2] * v[n - 1]);
-                    tile_regs = tile_regs.max((acc + operands / 2.0) / (32.0 * warps.max(1.0)));
+                    *tile_regs
+                        .entry((w.loops.clone(), w.sizes.clone()))
+                        .or_default() += (acc + operands / 2.0) / (32.0 * warps.max(1.0));
                     acc
                 } else {
                     batch * (v[n - 3] * v[n - 2] + v[n - 2] * v[n - 1] + v[n - 3] * v[n - 1])
@@ -520,6 +528,8 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         // first pass of a prefill attention's scores, 64x512 by 128 of K,
         // 544, measured 7.3 ms against PyTorch's 0.19 for its chunk of the
         // Llama layer, bench/results/2026-12-06-s33-h100-chunk-times.json).
+        let acc_regs = acc_regs.values().copied().fold(0.0, f64::max);
+        let tile_regs = tile_regs.values().copied().fold(0.0, f64::max);
         let spill = (acc_regs / 128.0)
             .powi(2)
             .max((tile_regs / 192.0).powi(2))
