@@ -101,8 +101,7 @@ class Args:
     The state is moved to the inputs' device once per device (on its own
     device it is the module's own tensor, so in-place updates are seen);
     that device is the first one off the CPU, and 0-d or empty CPU inputs
-    move to it
-    (PyTorch mixes them with GPU tensors)."""
+    move to it (PyTorch mixes them with GPU tensors)."""
 
     def __init__(self, ep):
         state = _state(ep)

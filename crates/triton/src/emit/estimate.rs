@@ -108,15 +108,22 @@ fn dram_traffic(traffic: f64, source: f64, programs: f64, resident: f64) -> f64 
 /// H100, bench/results/2026-12-06-s33-h100-ab.json).
 fn gemm_tile(w: &Work, size: &dyn Fn(&str) -> f64, raw: &dyn Fn(&str) -> f64) -> bool {
     let n = w.sizes.len();
-    if !w.flops || n < 3 {
-        return false;
-    }
-    let block = |s: &String| match s.strip_prefix("BLOCK_") {
-        Some(a) => raw(a),
-        None => size(s),
-    };
-    w.sizes[n - 3..].iter().all(|s| block(s) >= 16.0)
-        && w.sizes[n - 3..].iter().all(|s| size(s) >= 64.0)
+    on_tensor_cores(w, size, raw) && w.sizes[n - 3..].iter().all(|s| size(s) >= 64.0)
+}
+
+/// Whether `w` is a matrix product that Triton runs on the tensor cores:
+/// every block of its last three dims (before masking, `raw`) at least 16,
+/// as the emitted `tl.dot` branch requires.
+fn on_tensor_cores(w: &Work, size: &dyn Fn(&str) -> f64, raw: &dyn Fn(&str) -> f64) -> bool {
+    let n = w.sizes.len();
+    w.flops
+        && n >= 3
+        && w.sizes[n - 3..]
+            .iter()
+            .all(|s| match s.strip_prefix("BLOCK_") {
+                Some(a) => raw(a) >= 16.0,
+                None => size(s) >= 16.0,
+            })
 }
 
 /// Shared memory a block of the H200 may use (227 KB).
@@ -378,15 +385,7 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                 if !w.flops {
                     n.tile_bytes += elems * w.bytes as f64;
                 }
-                if w.flops && w.sizes.len() >= 3 {
-                    let m = w.sizes.len();
-                    n.dot |= w.sizes[m - 3..]
-                        .iter()
-                        .all(|s| match s.strip_prefix("BLOCK_") {
-                            Some(a) => raw_block(ov, a) >= 16.0,
-                            None => size(s) >= 16.0,
-                        });
-                }
+                n.dot |= on_tensor_cores(w, &size, &|a| raw_block(ov, a));
             }
             if w.flops {
                 let f = 2.0 * elems * trips * programs;
@@ -481,15 +480,8 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
             let fp = if w.flops && v.len() >= 3 {
                 let n = v.len();
                 let batch: f64 = v[..n - 3].iter().product();
-                let tensor_cores =
-                    w.sizes[n - 3..]
-                        .iter()
-                        .all(|s| match s.strip_prefix("BLOCK_") {
-                            Some(a) => raw_block(&ov, a) >= 16.0,
-                            None => size(s) >= 16.0,
-                        });
                 let acc = batch * v[n - 3] * v[n - 1];
-                if tensor_cores {
+                if on_tensor_cores(w, &size, &|a| raw_block(&ov, a)) {
                     *acc_regs
                         .entry((w.loops.clone(), w.sizes.clone()))
                         .or_default() += acc / (32.0 * warps.max(1.0));
@@ -730,8 +722,9 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
     }
     // Where the estimate cannot tell 2 stages from 3 for a plan's pipelined
     // (`tl.dot`) loops (a loop bound by its matmuls, where the estimate's
-    // DRAM waits are hidden anyway), take 3 if its tiles fit: measured faster on the H100 for the causal attention
-    // kernel (451 us against 479 at B=16, 34.2 against 39.0 at B=1,
+    // DRAM waits are hidden anyway), take 3 if its tiles fit: measured
+    // faster on the H100 for the causal attention kernel (451 us against
+    // 479 at B=16, 34.2 against 39.0 at B=1,
     // bench/results/2026-12-06-s33-h100-attn-tma.json), and the tuner's
     // choices for the MLPs' streaming loops were 3 and 4 stages.
     if p.stages == 2 && best.shared_bytes > 0.0 {
