@@ -349,6 +349,22 @@ def test_bf16_arithmetic_matches_interpreter(tmp_path):
         assert max(errs) <= TOL, (config, errs)
 
 
+def test_bf16_attention_dot_runs_on_bf16_operands(tmp_path):
+    """Grouped-query attention in bf16 (lit-tests/Translate/
+    triton-online-softmax-gqa-bf16.efir): the weighted sum of V is a tl.dot
+    of bf16 operands (probabilities rounded to bf16), within tolerance of
+    the interpreter's f32 reduction."""
+    lit = ROOT / "lit-tests" / "Translate" / "triton-online-softmax-gqa-bf16.efir"
+    src = tmp_path / "gqa_bf16.efir"
+    src.write_text(lit.read_text())
+    (py, mod, fname), = translate(src, tmp_path / "py")
+    text = py.read_text()
+    assert ".to(tl.bfloat16)\n" in text and "tl.dot(" in text
+    for config in (None, largest(mod.CONFIG_SPACE)):
+        errs = h.check_module(py, src, fname, tmp_path / "ref", config=config)
+        assert max(errs) <= TOL, (config, errs)
+
+
 KERNEL_BLOCKS = """
 func @twok(%x: tensor<2x96xf32>) -> (tensor<2xf32>, tensor<2x96xf32>) {
   %p = par.partition<1, @k> %x : tensor<2x96xf32, @k: part(1)>

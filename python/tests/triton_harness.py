@@ -35,7 +35,38 @@ def interpreted_triton():
         if os.environ.get("EFIR_REQUIRE_TRITON") == "1":
             raise
         pytest.skip("torch and triton are not installed", allow_module_level=True)
+    _interpreter_bf16_dot()
     return torch
+
+
+def _interpreter_bf16_dot():
+    """Triton's interpreter (3.x, up to 3.9 at least) keeps bf16 tensors as
+    their raw uint16 bits and its `tl.dot` multiplies those integers
+    (`np.matmul` on the bits; only fp8 operands are converted first), so
+    every bf16 product it computes is garbage (relative error ~1e9 on a
+    bf16 attention). On the GPU the product is right. Here the interpreter's
+    dot gets its bf16 operands as the f32 values they hold (exactly)."""
+    import numpy as np
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    if getattr(builder.create_dot, "_efir_bf16", False):
+        return
+    original = builder.create_dot
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        import triton.language as tl
+
+        def widen(x):
+            if x.dtype.scalar == tl.bfloat16:
+                bits = x.data.astype(np.uint32) << np.uint32(16)
+                return interpreter.TensorHandle(bits.view(np.float32), tl.float32)
+            return x
+
+        return original(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
+
+    create_dot._efir_bf16 = True
+    builder.create_dot = create_dot
 
 
 def source_efir():

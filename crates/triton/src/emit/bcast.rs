@@ -15,6 +15,7 @@
 //! is attention's P·V inside the online-softmax reduction.
 
 use super::{shape_list, Blk, Even, KernelEmitter, Work, BD};
+use efir_ir::DType;
 
 /// Per dim of a block: whether the variable holds a single element there.
 pub(super) type Units = Vec<bool>;
@@ -169,19 +170,24 @@ impl KernelEmitter<'_, '_> {
         let t = self.fresh("dot");
         // f16 operands where that loses nothing against TF32 (the default
         // precision of an f32 tl.dot), f32 otherwise.
+        // Operands that are views of loads are loaded again as matrices
+        // (see [`direct`](super::direct)).
+        let a_direct = self.direct_matrix(&a, m, d, &sm, &sk);
+        let b_direct = self.direct_matrix(&b, d, n, &sk, &sn);
+        let bf16 = |x: &str, direct: &Option<(String, DType)>| {
+            self.narrow.get(x) == Some(&DType::BF16)
+                || direct.as_ref().is_some_and(|(_, t)| *t == DType::BF16)
+        };
+        let (a_bf, b_bf) = (bf16(&a, &a_direct), bf16(&b, &b_direct));
         let ty = if self.fits_f16(&a) && self.fits_f16(&b) {
             "tl.float16"
+        } else if self.fits_bf16_dot(&a, a_bf, &b, b_bf) {
+            "tl.bfloat16"
         } else {
             "tl.float32"
         };
-        // Operands that are views of loads are loaded again as matrices
-        // (see [`direct`](super::direct)).
-        let a_mat = self
-            .direct_matrix(&a, m, d, &sm, &sk)
-            .map_or(a_mat, |(x, _)| x);
-        let b_mat = self
-            .direct_matrix(&b, d, n, &sk, &sn)
-            .map_or(b_mat, |(x, _)| x);
+        let a_mat = a_direct.map_or(a_mat, |(x, _)| x);
+        let b_mat = b_direct.map_or(b_mat, |(x, _)| x);
         self.line(depth, format!("{a2} = ({a_mat}).to({ty})"));
         self.line(depth, format!("{b2} = ({b_mat}).to({ty})"));
         self.line(
@@ -428,6 +434,23 @@ impl KernelEmitter<'_, '_> {
     /// as f16's): its values are f16 values exactly, or bounded within f16's
     /// range (TF32 rounds them to the same precision; only f16's subnormals,
     /// below 6.1e-5, keep less, an absolute error under 3e-8).
+    /// Whether a product of f32 variables `a` and `b` may run on bf16
+    /// operands: one holds bf16 values exactly and the other too, or is
+    /// bounded within [-1, 1] (attention's probabilities against bf16 V:
+    /// rounded to bf16, a relative error of at most 2^-9 each, the rounding
+    /// of FlashAttention and of the source program's own cast of P to V's
+    /// type before the product; in f32 the product ran on TF32 at half the
+    /// rate, with operands twice the size in registers).
+    /// (`a_bf`, `b_bf`: whether each holds bf16 values exactly.)
+    fn fits_bf16_dot(&self, a: &str, a_bf: bool, b: &str, b_bf: bool) -> bool {
+        let prob = |x: &str| {
+            self.bounds
+                .get(x)
+                .is_some_and(|(lo, hi)| *lo >= -1.0 && *hi <= 1.0)
+        };
+        (a_bf && (b_bf || prob(b))) || (b_bf && prob(a))
+    }
+
     pub(super) fn fits_f16(&self, x: &str) -> bool {
         self.narrow.get(x) == Some(&efir_ir::DType::F16)
             || self

@@ -271,10 +271,60 @@ fn merge(stmts: &[Stmt], i: usize, j: usize) -> Option<Vec<Stmt>> {
     Some(out)
 }
 
-/// One scope's statements (unindented) with sibling loops fused and values
-/// computed twice computed once (see [`cse`]).
+/// One scope's statements (unindented) with sibling loops fused, values
+/// computed twice computed once (see [`cse`]) and loads moved past loops to
+/// where they are read (see [`sink_loads`]).
 pub(super) fn optimize(lines: Vec<String>) -> Vec<String> {
-    cse(fuse_loops(lines), &HashSet::new())
+    sink_loads(cse(fuse_loops(lines), &HashSet::new()))
+}
+
+/// Whether a statement writes memory or orders it (a load may not move
+/// across it).
+fn touches_memory(s: &Stmt) -> bool {
+    s.lines.iter().any(|l| {
+        l.contains("tl.store(") || l.contains("tl.atomic_") || l.contains("tl.debug_barrier(")
+    })
+}
+
+/// Move each load (`x = tl.load(...)`, one line) that is first read after a
+/// loop of its scope down to just before the statement that first reads it,
+/// where no statement it crosses assigns a name it reads or writes memory.
+/// A residual added after a matmul's K loop is then loaded after the loop,
+/// so its tile does not hold registers through the loop (where, with the
+/// accumulator, it made the loop spill).
+fn sink_loads(lines: Vec<String>) -> Vec<String> {
+    let mut stmts = split(&lines);
+    for i in (0..stmts.len()).rev() {
+        if stmts[i].lines.len() != 1 {
+            continue;
+        }
+        let Some((lhs, rhs)) = assignment(&stmts[i].lines[0]) else {
+            continue;
+        };
+        if !rhs.starts_with("tl.load(") {
+            continue;
+        }
+        let lhs = lhs.to_string();
+        let (_, free) = effects(&stmts[i]);
+        let mut crossed_loop = false;
+        let mut to = None;
+        for (r, s) in stmts.iter().enumerate().skip(i + 1) {
+            let (defs, reads) = effects(s);
+            if reads.contains(&lhs) || defs.contains(&lhs) {
+                to = Some(r);
+                break;
+            }
+            if touches_memory(s) || defs.iter().any(|d| free.contains(d)) {
+                break;
+            }
+            crossed_loop |= is_loop(s);
+        }
+        if let (Some(r), true) = (to, crossed_loop) {
+            let s = stmts.remove(i);
+            stmts.insert(r - 1, s);
+        }
+    }
+    stmts.into_iter().flat_map(|s| s.lines).collect()
 }
 
 /// Fuse sibling loops with the same header among `lines` (one scope's
@@ -411,6 +461,40 @@ for i_k in range(0, NT_k):
 r4 = (acc1).to(tl.float16)
 r8 = r4 * (acc5).to(tl.float16)";
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn loads_read_after_a_loop_move_past_it() {
+        let src = v("x1 = tl.load(p_r + offs)
+c2 = tl.load(p_c + offs)
+acc3 = tl.zeros([4], dtype=tl.float32)
+for i_k in range(0, NT_k):
+    a4 = tl.load(p_a + i_k)
+    acc3 = acc3 + a4 * c2
+r5 = (acc3).to(tl.float16)
+v6 = x1 + r5
+tl.store(p_o + offs, v6)");
+        let want = "c2 = tl.load(p_c + offs)
+acc3 = tl.zeros([4], dtype=tl.float32)
+for i_k in range(0, NT_k):
+    a4 = tl.load(p_a + i_k)
+    acc3 = acc3 + a4 * c2
+r5 = (acc3).to(tl.float16)
+x1 = tl.load(p_r + offs)
+v6 = x1 + r5
+tl.store(p_o + offs, v6)";
+        assert_eq!(optimize(src).join("\n"), want);
+        // Not past a store, nor past a statement that changes what it reads.
+        let src = v("x1 = tl.load(p_r + offs)
+for i_k in range(0, NT_k):
+    tl.store(p_r + offs, y)
+z = x1");
+        assert_eq!(optimize(src.clone()), src);
+        let src = v("x1 = tl.load(p_r + offs)
+for i_k in range(0, NT_k):
+    offs = i_k
+z = x1");
+        assert_eq!(optimize(src.clone()), src);
     }
 
     #[test]
