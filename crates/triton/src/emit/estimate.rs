@@ -470,10 +470,14 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         };
         let warps = f64::from(p.kernel_warps.get(ki).copied().flatten().unwrap_or(p.warps));
         // Registers a thread holds for its products: sibling products (the
-        // same block shapes in loops over the same axes: a gated MLP's gate
+        // same output block in loops at the same place: a gated MLP's gate
         // and up projections, emitted as one loop though the work records
-        // two nests) hold their accumulators together.
-        let mut acc_regs: IndexMap<(Vec<String>, Vec<String>), f64> = IndexMap::new();
+        // two nests, or as two loops one after the other, the first's
+        // result held through the second) hold their accumulators together.
+        // (Keyed by the enclosing loops and the output block's rows and
+        // columns; the tile footprint below by the product's own loops and
+        // sizes.)
+        let mut acc_regs: IndexMap<(Vec<String>, String, String), f64> = IndexMap::new();
         let mut tile_regs: IndexMap<(Vec<String>, Vec<String>), f64> = IndexMap::new();
         for w in &k.work {
             let v: Vec<f64> = w.sizes.iter().map(|s| size(s)).collect();
@@ -482,9 +486,10 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
                 let batch: f64 = v[..n - 3].iter().product();
                 let acc = batch * v[n - 3] * v[n - 1];
                 if on_tensor_cores(w, &size, &|a| raw_block(&ov, a)) {
-                    *acc_regs
-                        .entry((w.loops.clone(), w.sizes.clone()))
-                        .or_default() += acc / (32.0 * warps.max(1.0));
+                    let outer = w.loops[..w.loops.len().saturating_sub(1)].to_vec();
+                    let (rows, cols) = (w.sizes[n - 3].clone(), w.sizes[n - 1].clone());
+                    *acc_regs.entry((outer, rows, cols)).or_default() +=
+                        acc / (32.0 * warps.max(1.0));
                 }
                 if gemm_tile(w, &size, &|a| raw_block(&ov, a)) {
                     // A GEMM tile on the tensor cores: its operands are
