@@ -47,6 +47,7 @@ def _interpreter_bf16_dot():
     bf16 attention). On the GPU the product is right. Here the interpreter's
     dot gets its bf16 operands as the f32 values they hold (exactly)."""
     import numpy as np
+    import triton.language as tl
     from triton.runtime import interpreter
 
     builder = interpreter.InterpreterBuilder
@@ -54,15 +55,13 @@ def _interpreter_bf16_dot():
         return
     original = builder.create_dot
 
+    def widen(x):
+        if x.dtype.scalar == tl.bfloat16:
+            bits = x.data.astype(np.uint32) << np.uint32(16)
+            return interpreter.TensorHandle(bits.view(np.float32), tl.float32)
+        return x
+
     def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
-        import triton.language as tl
-
-        def widen(x):
-            if x.dtype.scalar == tl.bfloat16:
-                bits = x.data.astype(np.uint32) << np.uint32(16)
-                return interpreter.TensorHandle(bits.view(np.float32), tl.float32)
-            return x
-
         return original(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
 
     create_dot._efir_bf16 = True

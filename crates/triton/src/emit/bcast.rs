@@ -168,8 +168,6 @@ impl KernelEmitter<'_, '_> {
         };
         let mat = mat.replace("{a2}", &a2).replace("{b2}", &b2);
         let t = self.fresh("dot");
-        // f16 operands where that loses nothing against TF32 (the default
-        // precision of an f32 tl.dot), f32 otherwise.
         // Operands that are views of loads are loaded again as matrices
         // (see [`direct`](super::direct)).
         let a_direct = self.direct_matrix(&a, m, d, &sm, &sk);
@@ -179,6 +177,9 @@ impl KernelEmitter<'_, '_> {
                 || direct.as_ref().is_some_and(|(_, t)| *t == DType::BF16)
         };
         let (a_bf, b_bf) = (bf16(&a, &a_direct), bf16(&b, &b_direct));
+        // f16 operands where that loses nothing against TF32 (the default
+        // precision of an f32 tl.dot), bf16 where one holds bf16 values (see
+        // [`Self::fits_bf16_dot`]), f32 otherwise.
         let ty = if self.fits_f16(&a) && self.fits_f16(&b) {
             "tl.float16"
         } else if self.fits_bf16_dot(&a, a_bf, &b, b_bf) {
@@ -429,11 +430,6 @@ pub(super) fn bound_of(
 const F16_MAX: f64 = 65504.0;
 
 impl KernelEmitter<'_, '_> {
-    /// Whether f32 variable `x` may enter a matrix product rounded to f16
-    /// with no more error than the default TF32 product (10 mantissa bits,
-    /// as f16's): its values are f16 values exactly, or bounded within f16's
-    /// range (TF32 rounds them to the same precision; only f16's subnormals,
-    /// below 6.1e-5, keep less, an absolute error under 3e-8).
     /// Whether a product of f32 variables `a` and `b` may run on bf16
     /// operands: one holds bf16 values exactly and the other too, or is
     /// bounded within [-1, 1] (attention's probabilities against bf16 V:
@@ -451,6 +447,11 @@ impl KernelEmitter<'_, '_> {
         (a_bf && (b_bf || prob(b))) || (b_bf && prob(a))
     }
 
+    /// Whether f32 variable `x` may enter a matrix product rounded to f16
+    /// with no more error than the default TF32 product (10 mantissa bits,
+    /// as f16's): its values are f16 values exactly, or bounded within f16's
+    /// range (TF32 rounds them to the same precision; only f16's subnormals,
+    /// below 6.1e-5, keep less, an absolute error under 3e-8).
     pub(super) fn fits_f16(&self, x: &str) -> bool {
         self.narrow.get(x) == Some(&efir_ir::DType::F16)
             || self

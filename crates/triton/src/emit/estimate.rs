@@ -126,6 +126,11 @@ fn on_tensor_cores(w: &Work, size: &dyn Fn(&str) -> f64, raw: &dyn Fn(&str) -> f
             })
 }
 
+/// The warps of kernel `ki` at the plan's schedule (its own, else the plan's).
+fn kernel_warps(p: &Plan<'_>, ki: usize) -> f64 {
+    f64::from(p.kernel_warps.get(ki).copied().flatten().unwrap_or(p.warps))
+}
+
 /// Shared memory a block of the H200 may use (227 KB).
 const SHARED_BYTES: f64 = 232_448.0;
 
@@ -310,7 +315,7 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
             _ => size_in(ov, s),
         };
         let programs: f64 = k.grid.iter().map(|a| tiles(a)).product();
-        let warps = f64::from(p.kernel_warps.get(ki).copied().flatten().unwrap_or(p.warps));
+        let warps = kernel_warps(p, ki);
         let resident = SMS * (RESIDENT_WARPS / warps.max(1.0)).max(1.0);
         let (mut bytes, mut l2_bytes, mut flops, mut dot_s) = (0.0, 0.0, 0.0, 0.0);
         // Per loop nest a program runs (loops one after another are separate
@@ -468,7 +473,7 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
             (_, Some(a)) => stat_block(&ov, stat, a),
             _ => size_in(&ov, s),
         };
-        let warps = f64::from(p.kernel_warps.get(ki).copied().flatten().unwrap_or(p.warps));
+        let warps = kernel_warps(p, ki);
         // Registers a thread holds for its products: sibling products (the
         // same output block in loops at the same place: a gated MLP's gate
         // and up projections, emitted as one loop though the work records
