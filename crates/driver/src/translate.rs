@@ -134,7 +134,7 @@ fn to_triton_here(
     let mut blocks: Vec<(String, String, String)> = Vec::new();
     for f in &progs {
         let res = efir_triton::plan(&m, f).and_then(|p| {
-            let est = efir_triton::estimate(&p)?;
+            let (est, per_kernel) = efir_triton::estimate_kernels(&p)?;
             if opts.plans {
                 // Where the plan recomputes row statistics in the kernels
                 // that read them, the kernel count without (compaction's
@@ -152,7 +152,7 @@ fn to_triton_here(
                         "@{}: {} kernel(s), estimate {:.1} us ({:.3e} bytes, {:.3e} flops){fused}",
                         f.name, est.kernels, est.time_us, est.bytes, est.flops
                     ),
-                    efir_triton::describe(&p),
+                    efir_triton::describe_estimated(&p, &per_kernel),
                 ));
             }
             let text = efir_triton::emit_python(&p, file_name, "efir-translate --to-triton")?;

@@ -40,7 +40,7 @@ mod views;
 
 pub(crate) use estimate::choose_defaults;
 use estimate::estimate_of;
-pub use estimate::{estimate, Estimate};
+pub use estimate::{estimate, estimate_kernels, Estimate, KernelEstimate};
 pub use host::emit_python;
 use kernel::{emit_kernel_in_context, EmittedKernel};
 use ops::pointwise;

@@ -39,7 +39,10 @@ mod plan;
 mod schedule;
 
 pub(crate) use emit::choose_defaults;
-pub use emit::{emit_python, estimate, layout_of, stand_ins, storage_dtype, Estimate};
+pub use emit::{
+    emit_python, estimate, estimate_kernels, layout_of, stand_ins, storage_dtype, Estimate,
+    KernelEstimate,
+};
 pub use plan::small_dot_extents;
 pub use plan::store_view;
 pub use plan::{base_plan, plan};
@@ -373,6 +376,12 @@ pub fn torch_dtype(d: DType) -> &'static str {
 
 /// A short text description of the plan (for `--stats` and comments).
 pub fn describe(p: &Plan<'_>) -> String {
+    describe_estimated(p, &[])
+}
+
+/// [`describe`], each kernel's line followed by its share of the static
+/// estimate where `est` has one (`--print-plan`).
+pub fn describe_estimated(p: &Plan<'_>, est: &[KernelEstimate]) -> String {
     let mut s = String::new();
     for a in symbols(p.func) {
         let how = if dim_size_given(&a) {
@@ -386,15 +395,32 @@ pub fn describe(p: &Plan<'_>) -> String {
             dim_size(&a)
         );
     }
-    for k in &p.kernels {
+    for (i, k) in p.kernels.iter().enumerate() {
         let grid: Vec<String> = k.grid.iter().map(|(a, _)| format!("@{a}")).collect();
-        let _ = writeln!(
+        let _ = write!(
             s,
             "kernel {}: writes %{} over grid [{}]",
             k.index,
             p.func.value(k.root).name,
             grid.join(", ")
         );
+        if let Some(e) = est.get(i) {
+            let scale = if e.scale > 1.0 {
+                format!(", x{:.2} for registers", e.scale)
+            } else {
+                String::new()
+            };
+            let _ = write!(
+                s,
+                "; {} programs ({} wave(s)), estimate {:.1} us (streaming {:.1}, loop trips {:.1}{scale})",
+                e.programs,
+                e.waves,
+                e.time_us,
+                e.stream_us,
+                e.serial_us + 0.0
+            );
+        }
+        s.push('\n');
     }
     s
 }

@@ -31,6 +31,23 @@ pub struct Estimate {
     pub shared_bytes: f64,
 }
 
+/// One kernel's share of a plan's [`Estimate`] (for `--print-plan`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct KernelEstimate {
+    /// Programs of its grid.
+    pub programs: f64,
+    /// Waves of programs (beyond those the SMs keep resident).
+    pub waves: f64,
+    /// Its traffic and products at the rates the programs reach (us).
+    pub stream_us: f64,
+    /// Its programs' loop trips one after another, over the waves (us).
+    pub serial_us: f64,
+    /// The factor for registers that spill or blocks beyond them (1: none).
+    pub scale: f64,
+    /// `max(stream, serial) x scale` (us; launches not counted).
+    pub time_us: f64,
+}
+
 /// The latency of one loop trip of a program (microseconds), a lower bound
 /// on a kernel's time with its longest program's trips.
 const LOOP_TRIP_US: f64 = 0.18;
@@ -216,6 +233,11 @@ struct Nest {
 }
 
 pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
+    estimate_detail(p, ks).0
+}
+
+/// [`estimate_of`] with each kernel's share.
+fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelEstimate>) {
     // The representative size of a symbolic extent, by its Python name.
     let syms = crate::symbols(p.func);
     let sym_size = |id: &str| -> u64 {
@@ -304,6 +326,7 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         ..Estimate::default()
     };
     let mut times: Vec<f64> = Vec::with_capacity(ks.len());
+    let mut detail: Vec<KernelEstimate> = Vec::with_capacity(ks.len());
     for (ki, k) in ks.iter().enumerate() {
         let (ov, sub) = own_blocks(p, k, p.kernel_blocks.get(ki).unwrap_or(&none));
         let ov = &ov;
@@ -445,6 +468,13 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
             .sum::<f64>()
             * waves;
         times.push(stream.max(serial));
+        detail.push(KernelEstimate {
+            programs,
+            waves,
+            stream_us: stream,
+            serial_us: serial,
+            ..KernelEstimate::default()
+        });
         // Triton stages the tiles a pipelined (`tl.dot`) loop loads in shared
         // memory, num_stages of each: beyond the SM's 227 KB the kernel may
         // not compile (bench/gpu/run.py counts such schedules infeasible).
@@ -536,7 +566,10 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
             .powi(2)
             .max((tile_regs / 192.0).powi(2))
             .max(1.0);
-        time += times[ki] * (own / 32768.0).max(spill);
+        let scale = (own / 32768.0).max(spill);
+        time += times[ki] * scale;
+        detail[ki].scale = scale;
+        detail[ki].time_us = times[ki] * scale;
     }
     est.largest_block = largest;
     // 2 us per launch: a launch group of independent kernels is one
@@ -561,7 +594,7 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
         })
         .sum();
     est.time_us = time + 2.0 * launches as f64;
-    est
+    (est, detail)
 }
 
 /// The static estimate of a plan (see [`Estimate`]).
@@ -573,6 +606,17 @@ pub fn estimate(p: &Plan<'_>) -> Result<Estimate, String> {
         .map(|k| emit_kernel_in_context(p, k))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(estimate_of(p, &ks))
+}
+
+/// The static estimate of a plan and each kernel's share of it.
+pub fn estimate_kernels(p: &Plan<'_>) -> Result<(Estimate, Vec<KernelEstimate>), String> {
+    let _syms = crate::SymScope::enter(p.func);
+    let ks = p
+        .kernels
+        .iter()
+        .map(|k| emit_kernel_in_context(p, k))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(estimate_detail(p, &ks))
 }
 
 /// Footprint (elements) a default schedule may give its largest block when
@@ -711,6 +755,39 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
             }
             set(p, pick);
             moved |= pick != current;
+        }
+        // And a tile's shape at its size: two grid axes of one kernel, one
+        // block halved and the other doubled (one axis at a time cannot
+        // turn a 256x64 matmul tile into 128x128 where both steps on the
+        // way estimate slower: an MLP's up projection at 512 rows, 192.5
+        // against 134.6 us).
+        for k in &ks {
+            let axes: Vec<&String> = k.grid.iter().filter(|a| !frozen.contains(*a)).collect();
+            for (i, a) in axes.iter().enumerate() {
+                for b in &axes[i + 1..] {
+                    let (ba, bb) = (p.axes[*a].default, p.axes[*b].default);
+                    for (na, nb) in [(ba * 2, bb / 2), (ba / 2, bb * 2)] {
+                        // (Tiles of the tensor cores: at least 16 each.)
+                        if na < 16
+                            || nb < 16
+                            || !p.axes[*a].domain.contains(&na)
+                            || !p.axes[*b].domain.contains(&nb)
+                        {
+                            continue;
+                        }
+                        p.axes[*a].default = na;
+                        p.axes[*b].default = nb;
+                        let e = estimate_of(p, &ks);
+                        if fits(&e) && e.time_us < best.time_us * 0.98 {
+                            best = e;
+                            moved = true;
+                            break;
+                        }
+                        p.axes[*a].default = ba;
+                        p.axes[*b].default = bb;
+                    }
+                }
+            }
         }
         // And the pipeline depth of the loops with a `tl.dot`: the stages
         // that hide their loads' DRAM latency within shared memory.
