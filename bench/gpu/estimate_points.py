@@ -1,7 +1,7 @@
 """The static estimate at each measured schedule, against the measurement.
 
     python3 bench/gpu/estimate_points.py RESULTS.json... [--gen bench/gpu/gen/src]
-        [--bin target/release/efir-translate] [--out points.json]
+        [--bin target/release/efir-translate] [--out points.json] [--params NAME=V,...]
 
 For every schedule that bench/gpu/run.py timed (its `efir` rows with a
 `quick_us`), the candidate is translated again with that schedule as its
@@ -48,7 +48,7 @@ def with_schedule(f, new_name, schedule):
     return head + sep + body
 
 
-def case_points(res, gen, tool):
+def case_points(res, gen, tool, params=""):
     """(candidate, config, quick_us, estimate_us) of one run.py case."""
     name, b = res["workload"], res["B"]
     src = os.path.join(gen, f"{name}_B{b}.cands.efir")
@@ -72,8 +72,9 @@ def case_points(res, gen, tool):
     with tempfile.TemporaryDirectory() as t:
         path = os.path.join(t, "in.efir")
         open(path, "w").write("\n".join(parts))
+        env = dict(os.environ, EFIR_ESTIMATE_PARAMS=params) if params else None
         r = subprocess.run([tool, "--to-triton", "--skip-unsupported", path, "--output-dir", t],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, env=env)
         if r.returncode != 0:
             print(f"{name} B={b}: efir-translate failed: {r.stderr.strip()[-400:]}", file=sys.stderr)
             return []
@@ -97,6 +98,7 @@ def main():
     ap.add_argument("--gen", default="bench/gpu/gen/src")
     ap.add_argument("--bin", default="target/release/efir-translate")
     ap.add_argument("--out", default="")
+    ap.add_argument("--params", default="", help="the estimate's GPU parameters (EFIR_ESTIMATE_PARAMS, name=value,...)")
     a = ap.parse_args()
     cases = {}
     for f in a.results:
@@ -105,7 +107,7 @@ def main():
     allpts, summary = [], []
     print(f"{'case':22} {'points':>6} {'rho(all)':>9} {'rho(best)':>10} {'est/meas min..max':>20}")
     for (w, b), r in cases.items():
-        pts = case_points(r, a.gen, a.bin)
+        pts = case_points(r, a.gen, a.bin, a.params)
         if not pts:
             continue
         for p in pts:

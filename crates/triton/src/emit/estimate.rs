@@ -158,6 +158,119 @@ const RESIDENT_WARPS: f64 = 16.0;
 /// The H200's dense fp16 matmul rate (flop/s).
 const MATMUL_RATE: f64 = 671e12;
 
+/// The H200's copy bandwidth (bytes/s, WORKLOADS.md).
+const DRAM_RATE: f64 = 4.27e12;
+
+/// The time of a kernel launch (microseconds).
+const LAUNCH_US: f64 = 2.0;
+
+/// The GPU parameters of the estimate: the constants above by default,
+/// each settable through `EFIR_ESTIMATE_PARAMS` (`name=value,...`, the
+/// names of [`Model::NAMES`]) to calibrate the ranking for another GPU or
+/// against measurements (`bench/gpu/estimate_points.py --params`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Model {
+    pub loop_trip_us: f64,
+    pub dram_trip_us: f64,
+    pub l2_trip_us: f64,
+    pub dram_rate: f64,
+    pub l2_rate: f64,
+    pub matmul_rate: f64,
+    pub sms: f64,
+    pub resident_warps: f64,
+    pub launch_us: f64,
+}
+
+impl Default for Model {
+    fn default() -> Self {
+        Model {
+            loop_trip_us: LOOP_TRIP_US,
+            dram_trip_us: DRAM_TRIP_US,
+            l2_trip_us: L2_TRIP_US,
+            dram_rate: DRAM_RATE,
+            l2_rate: L2_RATE,
+            matmul_rate: MATMUL_RATE,
+            sms: SMS,
+            resident_warps: RESIDENT_WARPS,
+            launch_us: LAUNCH_US,
+        }
+    }
+}
+
+impl Model {
+    /// The parameters' names in `EFIR_ESTIMATE_PARAMS`.
+    pub const NAMES: [&'static str; 9] = [
+        "loop_trip_us",
+        "dram_trip_us",
+        "l2_trip_us",
+        "dram_rate",
+        "l2_rate",
+        "matmul_rate",
+        "sms",
+        "resident_warps",
+        "launch_us",
+    ];
+
+    fn field(&mut self, name: &str) -> Option<&mut f64> {
+        Some(match name {
+            "loop_trip_us" => &mut self.loop_trip_us,
+            "dram_trip_us" => &mut self.dram_trip_us,
+            "l2_trip_us" => &mut self.l2_trip_us,
+            "dram_rate" => &mut self.dram_rate,
+            "l2_rate" => &mut self.l2_rate,
+            "matmul_rate" => &mut self.matmul_rate,
+            "sms" => &mut self.sms,
+            "resident_warps" => &mut self.resident_warps,
+            "launch_us" => &mut self.launch_us,
+            _ => return None,
+        })
+    }
+
+    /// The defaults with the settings of `spec` (`name=value,...`); an
+    /// unknown name or a value that is not a positive number (zero for the
+    /// latencies) is an error naming it.
+    pub fn parse(spec: &str) -> Result<Model, String> {
+        let mut m = Model::default();
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (k, v) = item
+                .split_once('=')
+                .ok_or_else(|| format!("`{item}` is not `name=value`"))?;
+            let (k, v) = (k.trim(), v.trim());
+            let slot = m.field(k).ok_or_else(|| {
+                format!(
+                    "no estimate parameter `{k}` (known: {})",
+                    Model::NAMES.join(", ")
+                )
+            })?;
+            let x: f64 = v
+                .parse()
+                .map_err(|_| format!("`{v}` (for `{k}`) is not a number"))?;
+            let latency = k.ends_with("_us");
+            if !x.is_finite() || x < 0.0 || (x == 0.0 && !latency) {
+                return Err(format!(
+                    "`{k}` must be a positive number{}, not {v}",
+                    if latency { " or zero" } else { "" }
+                ));
+            }
+            *slot = x;
+        }
+        Ok(m)
+    }
+}
+
+/// The estimate's parameters: [`Model::default`], or `EFIR_ESTIMATE_PARAMS`
+/// (read once; a bad setting is reported once and the defaults kept).
+pub fn model() -> &'static Model {
+    static MODEL: std::sync::OnceLock<Model> = std::sync::OnceLock::new();
+    MODEL.get_or_init(|| match std::env::var("EFIR_ESTIMATE_PARAMS") {
+        Ok(spec) => Model::parse(&spec).unwrap_or_else(|e| {
+            tracing::warn!("EFIR_ESTIMATE_PARAMS: {e}; the estimate keeps its defaults");
+            Model::default()
+        }),
+        Err(_) => Model::default(),
+    })
+}
+
 /// The share of the matmul rate a block product `[.., M, K, N]` reaches:
 /// the tensor cores' instructions take 64 rows, 64 columns and 32 of K at a
 /// time at full rate (a smaller block wastes the rest), at least 1/64.
@@ -238,6 +351,7 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
 
 /// [`estimate_of`] with each kernel's share.
 fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelEstimate>) {
+    let gpu = model();
     // The representative size of a symbolic extent, by its Python name.
     let syms = crate::symbols(p.func);
     let sym_size = |id: &str| -> u64 {
@@ -339,7 +453,7 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
         };
         let programs: f64 = k.grid.iter().map(|a| tiles(a)).product();
         let warps = kernel_warps(p, ki);
-        let resident = SMS * (RESIDENT_WARPS / warps.max(1.0)).max(1.0);
+        let resident = gpu.sms * (gpu.resident_warps / warps.max(1.0)).max(1.0);
         let (mut bytes, mut l2_bytes, mut flops, mut dot_s) = (0.0, 0.0, 0.0, 0.0);
         // Per loop nest a program runs (loops one after another are separate
         // nests, even over one axis): its trips, the loads of a trip that
@@ -427,7 +541,7 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
                     })
                     .collect();
                 let share = dot_rate_share(&padded, w.sizes.iter().map(|s| size(s)));
-                dot_s += f / (MATMUL_RATE * share);
+                dot_s += f / (gpu.matmul_rate * share);
             } else {
                 bytes += dram;
                 l2_bytes += traffic - dram;
@@ -439,8 +553,8 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
         // of its bandwidth and matmul rate (attention decode at B=1 with one
         // program per head: 32 of 132 SMs, measured 2.7x slower than the
         // split-K candidate that the whole-GPU estimate ranked below it).
-        let share = (programs / SMS).min(1.0);
-        let stream = (bytes / 4.27e12 + l2_bytes / L2_RATE).max(dot_s) / share * 1e6;
+        let share = (programs / gpu.sms).min(1.0);
+        let stream = (bytes / gpu.dram_rate + l2_bytes / gpu.l2_rate).max(dot_s) / share * 1e6;
         // A program's loop trips follow one another: a kernel takes at least
         // LOOP_TRIP_US per trip of its loops (ngpt's one-kernel plan with two
         // loops of 64 trips over rows of 4096 measured 23.2 us on the H200),
@@ -455,15 +569,15 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
                 .flatten()
                 .unwrap_or(p.stages),
         );
-        let resident = SMS * (RESIDENT_WARPS / warps.max(1.0)).max(1.0);
+        let resident = gpu.sms * (gpu.resident_warps / warps.max(1.0)).max(1.0);
         let waves = (programs / resident).ceil().max(1.0);
         let serial: f64 = nests
             .iter()
             .map(|n| {
                 let depth = if n.dot { (stages - 1.0).max(1.0) } else { 1.0 };
                 n.trips
-                    * (LOOP_TRIP_US
-                        + (n.dram_loads * DRAM_TRIP_US + n.l2_loads * L2_TRIP_US) / depth)
+                    * (gpu.loop_trip_us
+                        + (n.dram_loads * gpu.dram_trip_us + n.l2_loads * gpu.l2_trip_us) / depth)
             })
             .sum::<f64>()
             * waves;
@@ -593,7 +707,7 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
             }
         })
         .sum();
-    est.time_us = time + 2.0 * launches as f64;
+    est.time_us = time + gpu.launch_us * launches as f64;
     (est, detail)
 }
 
@@ -833,4 +947,29 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
         blocks.retain(|a, b| own.get(a).copied().or(p.axes.get(a).map(|i| i.default)) != Some(*b));
     }
     Some(best)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Model;
+
+    #[test]
+    fn model_parameters_parse() {
+        assert_eq!(Model::parse("").unwrap(), Model::default());
+        let m = Model::parse(" loop_trip_us=0.05, sms=114 ,launch_us=0").unwrap();
+        assert_eq!(m.loop_trip_us, 0.05);
+        assert_eq!(m.sms, 114.0);
+        assert_eq!(m.launch_us, 0.0);
+        assert_eq!(m.dram_rate, Model::default().dram_rate);
+        for name in Model::NAMES {
+            assert!(Model::parse(&format!("{name}=1")).is_ok(), "{name}");
+        }
+        let e = Model::parse("bogus=1").unwrap_err();
+        assert!(e.contains("no estimate parameter `bogus`") && e.contains("dram_trip_us"), "{e}");
+        assert!(Model::parse("sms").unwrap_err().contains("not `name=value`"));
+        assert!(Model::parse("sms=x").unwrap_err().contains("not a number"));
+        assert!(Model::parse("sms=0").unwrap_err().contains("positive"));
+        assert!(Model::parse("dram_rate=-1").unwrap_err().contains("positive"));
+        assert!(Model::parse("l2_trip_us=nan").unwrap_err().contains("positive"));
+    }
 }
