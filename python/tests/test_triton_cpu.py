@@ -349,20 +349,24 @@ def test_bf16_arithmetic_matches_interpreter(tmp_path):
         assert max(errs) <= TOL, (config, errs)
 
 
-@pytest.mark.parametrize("lit", ["triton-online-softmax-gqa-bf16", "triton-epilogue-load-after-loop"])
+@pytest.mark.parametrize("lit", ["triton-online-softmax-gqa-bf16", "triton-epilogue-load-after-loop",
+                                 "triton-acc-unit-batch"])
 def test_bf16_kernels_match_interpreter(lit, tmp_path):
-    """bf16 kernels of lit-tests/Translate: grouped-query attention whose
-    weighted sum of V is a tl.dot of bf16 operands (probabilities rounded to
-    bf16), and a projection whose residual is loaded after its K loop,
-    within tolerance of the interpreter."""
+    """Kernels of lit-tests/Translate (bf16 where the models use it):
+    grouped-query attention whose weighted sum of V is a tl.dot of bf16
+    operands (probabilities rounded to bf16), a projection whose residual is
+    loaded after its K loop, and matmuls of unit batch dims accumulating in
+    a matrix, within tolerance of the interpreter."""
     src = tmp_path / f"{lit}.efir"
     src.write_text((ROOT / "lit-tests" / "Translate" / f"{lit}.efir").read_text())
-    (py, mod, fname), = translate(src, tmp_path / "py")
-    text = py.read_text()
-    assert "tl.dot(" in text
-    for config in (None, largest(mod.CONFIG_SPACE)):
-        errs = h.check_module(py, src, fname, tmp_path / "ref", config=config)
-        assert max(errs) <= TOL, (config, errs)
+    mods = translate(src, tmp_path / "py")
+    assert mods
+    for py, mod, fname in mods:
+        text = py.read_text()
+        assert "tl.dot(" in text
+        for config in (None, largest(mod.CONFIG_SPACE)):
+            errs = h.check_module(py, src, fname, tmp_path / "ref", config=config)
+            assert max(errs) <= TOL, (fname, config, errs)
 
 
 KERNEL_BLOCKS = """

@@ -200,6 +200,24 @@ struct KernelEmitter<'p, 'a> {
     /// a variable reads the f32 one instead (see
     /// [`KernelEmitter::emit_pointwise`]).
     unrounded: HashMap<String, String>,
+    /// Matmul accumulators by name: where each is declared (depth, line),
+    /// its block dims and initial value (see [`KernelEmitter::declare_acc`]).
+    acc_decls: HashMap<String, AccDecl>,
+    /// Lines to write right after the loop that a scope of this depth
+    /// holds closes (see [`KernelEmitter::close_loop`]), by the depth.
+    after_loop: HashMap<usize, Vec<String>>,
+}
+
+/// Where a matmul accumulator is declared, for
+/// [`KernelEmitter::matmul_product`] to declare it as a matrix instead.
+#[derive(Clone, Debug)]
+struct AccDecl {
+    depth: usize,
+    line: usize,
+    dims: Vec<String>,
+    init: String,
+    /// The matrix variable that stands for it once it is one.
+    flat: Option<String>,
 }
 
 /// One load, store or matmul of a kernel, per program: element sizes (block
@@ -383,6 +401,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             pad16: Default::default(),
             sub_block: HashMap::new(),
             unrounded: HashMap::new(),
+            acc_decls: HashMap::new(),
+            after_loop: HashMap::new(),
         }
     }
 

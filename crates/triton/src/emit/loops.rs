@@ -69,6 +69,9 @@ impl KernelEmitter<'_, '_> {
                 .into_iter()
                 .map(|l| format!("    {l}")),
         );
+        if let Some(after) = self.after_loop.remove(&(inner - 1)) {
+            self.scopes[inner - 1].lines.extend(after);
+        }
         self.bound.remove(axis);
         self.idx.remove(axis);
         if let Some(n) = self.live.get_mut(axis) {
@@ -195,10 +198,7 @@ impl KernelEmitter<'_, '_> {
                 format!("{id:?}")
             };
             inits.push((self.scopes[outer].lines.len(), dims.clone(), idv.clone()));
-            self.line(
-                outer,
-                format!("{var} = tl.full({}, {idv}, tl.float32)", shape_list(&dims)),
-            );
+            self.declare_acc(outer, &var, &dims, &idv);
             accs.push(var);
         }
         // Causal tile skipping: the iterations whose tile state is the
@@ -381,10 +381,7 @@ impl KernelEmitter<'_, '_> {
         let exts = extents(self.p.func.ty(x));
         let (dims, _) = self.dims(&exts, lay)?;
         let acc = self.fresh("acc");
-        self.line(
-            outer,
-            format!("{acc} = tl.full({}, 0.0, tl.float32)", shape_list(&dims)),
-        );
+        self.declare_acc(outer, &acc, &dims, "0.0");
         // What was computed from the grid's binding of the axis is hidden
         // inside the loop, which binds it afresh.
         let memo = self.memo.clone();
