@@ -240,6 +240,10 @@ struct Work {
     /// each row it touches. A run under a 32-byte sector moves whole
     /// sectors (the estimate counts their bytes). `None`: not known.
     run: Option<String>,
+    /// A matmul with an operand computed in the kernel (an RMS norm applied
+    /// to its row tile inside the K loop) rather than loaded: Triton stages
+    /// it through registers, not the loop's pipelined loads.
+    computed: bool,
 }
 
 /// The block of `dims` (one per dim of a buffer of extents `exts`, aligned

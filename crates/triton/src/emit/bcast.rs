@@ -230,6 +230,7 @@ impl KernelEmitter<'_, '_> {
             nest: self.nest[..depth.min(self.loops.len())].to_vec(),
             flops: true,
             run: None,
+            computed: false,
         });
         Some(t)
     }

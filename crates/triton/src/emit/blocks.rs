@@ -281,6 +281,7 @@ impl KernelEmitter<'_, '_> {
                 nest: self.nest[..depth].to_vec(),
                 flops: false,
                 run: contiguous_run(&dims, &exts),
+                computed: false,
             });
             self.note_load(&var, &name, &exts, &dims, dt, depth);
             fields.push(Val::T(Blk {

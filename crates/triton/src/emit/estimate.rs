@@ -155,6 +155,14 @@ const SHARED_BYTES: f64 = 232_448.0;
 /// the registers of a matmul tile allow about that many).
 const RESIDENT_WARPS: f64 = 16.0;
 
+/// How much longer a GEMM tile's products take where an operand is made
+/// in the K loop (an RMS norm applied to the row tile) rather than loaded:
+/// Llama's q projection (512 x 4096 x 4096, bf16) on the H100 ran 44.2 us
+/// against 31.9 with the normed rows loaded, both at 128x128x64 tiles, 4
+/// warps and 4 stages, and 41.7 against 31.9 at the best tiles of each
+/// (`bench/gpu/prologue_probe.py`; torch.matmul 26.7).
+const COMPUTED_OPERAND: f64 = 1.35;
+
 /// The H200's dense fp16 matmul rate (flop/s).
 const MATMUL_RATE: f64 = 671e12;
 
@@ -541,7 +549,12 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
                     })
                     .collect();
                 let share = dot_rate_share(&padded, w.sizes.iter().map(|s| size(s)));
-                dot_s += f / (gpu.matmul_rate * share);
+                let made = if w.computed && gemm_tile(w, &size, &|a| raw_block(ov, a)) {
+                    COMPUTED_OPERAND
+                } else {
+                    1.0
+                };
+                dot_s += f * made / (gpu.matmul_rate * share);
             } else {
                 bytes += dram;
                 l2_bytes += traffic - dram;

@@ -182,6 +182,7 @@ fn emit_kernel_with(
             } else {
                 None
             },
+            computed: false,
         });
     }
     let mut buffers: Vec<(ValueId, usize)> = e.loads.iter().copied().collect();

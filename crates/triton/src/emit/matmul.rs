@@ -287,6 +287,10 @@ impl KernelEmitter<'_, '_> {
         let mut sizes: Vec<String> = xa.dims[..ra - 1].iter().map(|d| d.size.clone()).collect();
         sizes.push(k.clone());
         sizes.push(n.clone());
+        // An operand made in the loop from what it loads (not a view of a
+        // load, nor computed before the loop).
+        let made = |me: &Self, var: &str, d: usize| d == depth && !me.views.contains_key(var);
+        let computed = depth > 0 && (made(self, &va, xa.depth) || made(self, &vb, xb.depth));
         self.work.push(Work {
             bytes: 2,
             source: 0.0,
@@ -295,6 +299,7 @@ impl KernelEmitter<'_, '_> {
             nest: self.nest[..depth].to_vec(),
             flops: true,
             run: None,
+            computed,
         });
         let e = if unit_batch(&xa) && unit_batch(&xb) {
             // One matrix per program: drop the unit batch dims.

@@ -156,6 +156,7 @@ impl KernelEmitter<'_, '_> {
                     nest: self.nest[..depth.min(self.loops.len())].to_vec(),
                     flops: false,
                     run: None,
+                    computed: false,
                 });
                 let (fun, ident) = if name == "red.sum" {
                     ("tl.sum", "0.0")

@@ -323,6 +323,7 @@ impl KernelEmitter<'_, '_> {
             nest: self.nest[..depth].to_vec(),
             flops: false,
             run: None,
+            computed: false,
         });
         Ok(var)
     }
@@ -374,6 +375,7 @@ impl KernelEmitter<'_, '_> {
             nest: self.nest[..depth].to_vec(),
             flops: false,
             run: super::contiguous_run(dims, &exts),
+            computed: false,
         });
         Ok(var)
     }

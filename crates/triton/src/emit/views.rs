@@ -166,6 +166,7 @@ impl KernelEmitter<'_, '_> {
             nest: self.nest[..depth].to_vec(),
             flops: false,
             run: None,
+            computed: false,
         });
         let _ = v;
         Ok(Val::T(Blk {
