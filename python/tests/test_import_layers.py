@@ -55,9 +55,11 @@ def layer_and_rope(kind, impl="sdpa"):
 def compiled_whole(m, xs):
     """`m` through torch.compile(backend="efir"): its output, and the
     efir.compile calls made (asserting no efir warning: nothing was left to
-    PyTorch)."""
+    PyTorch). Nothing is reused from an earlier test: torch._dynamo is reset
+    and the backend's programs start empty (another test may have built this
+    one)."""
     made = []
-    real = C.compile
+    real, built = C.compile, C._BUILT
 
     def spy(*a, **k):
         fn = real(*a, **k)
@@ -65,12 +67,15 @@ def compiled_whole(m, xs):
         return fn
 
     C.compile = spy
+    C._BUILT = C.Reuse()
+    torch._dynamo.reset()
     try:
         with warnings.catch_warnings(record=True) as w, torch.no_grad():
             warnings.simplefilter("always")
             out = torch.compile(m, backend="efir")(*xs)
     finally:
-        C.compile = real
+        C.compile, C._BUILT = real, built
+        torch._dynamo.reset()
     said = [str(x.message) for x in w if str(x.message).startswith("efir")]
     assert not said, said
     assert len(made) == 1, [f.report() for f in made]
