@@ -46,6 +46,8 @@ pub struct KernelEstimate {
     pub scale: f64,
     /// `max(stream, serial) x scale` (us; launches not counted).
     pub time_us: f64,
+    /// Whether it has a GEMM tile (see [`gemm_tile`]).
+    pub gemm: bool,
 }
 
 /// The latency of one loop trip of a program (microseconds), a lower bound
@@ -162,6 +164,18 @@ const RESIDENT_WARPS: f64 = 16.0;
 /// warps and 4 stages, and 41.7 against 31.9 at the best tiles of each
 /// (`bench/gpu/prologue_probe.py`; torch.matmul 26.7).
 const COMPUTED_OPERAND: f64 = 1.35;
+
+/// The spill factor of a GEMM tile whose operand is made in its K loop,
+/// from its accumulator's and the made operand's elements a thread: such a
+/// kernel needs about `acc + 1.9 x operand + 13` registers a thread of 255
+/// (Llama's q projection with its RMS norm prologue, bf16, compiled for
+/// sm_90 at 4 warps: 128x64 tiles by 64 of K 199 registers, 64x128 139,
+/// 128x128 242, 64x256 215, 128x64 by 128 of K 255 with 108 bytes spilled;
+/// `bench/gpu/ttir_static.py`'s compile), squared beyond it as the other
+/// spill terms.
+fn made_spill(acc: f64, operand: f64) -> f64 {
+    ((acc + 1.9 * operand + 13.0) / 255.0).powi(2).max(1.0)
+}
 
 /// The H200's dense fp16 matmul rate (flop/s).
 const MATMUL_RATE: f64 = 671e12;
@@ -600,6 +614,7 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
             waves,
             stream_us: stream,
             serial_us: serial,
+            gemm,
             ..KernelEstimate::default()
         });
         // Triton stages the tiles a pipelined (`tl.dot`) loop loads in shared
@@ -641,6 +656,7 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
         // sizes.)
         let mut acc_regs: IndexMap<(Vec<String>, String, String), f64> = IndexMap::new();
         let mut tile_regs: IndexMap<(Vec<String>, Vec<String>), f64> = IndexMap::new();
+        let mut made_regs: f64 = 1.0;
         for w in &k.work {
             let v: Vec<f64> = w.sizes.iter().map(|s| size(s)).collect();
             let fp = if w.flops && v.len() >= 3 {
@@ -665,9 +681,16 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
                     // fragments still take registers on their way to the
                     // tensor cores: half of each operand tile a thread.
                     let operands = batch * (v[n - 3] * v[n - 2] + v[n - 2] * v[n - 1]);
+                    let threads = 32.0 * warps.max(1.0);
                     *tile_regs
                         .entry((w.loops.clone(), w.sizes.clone()))
-                        .or_default() += (acc + operands / 2.0) / (32.0 * warps.max(1.0));
+                        .or_default() += (acc + operands / 2.0) / threads;
+                    if w.computed {
+                        // An operand made in the loop is whole in registers,
+                        // in f32 while it is made (see [`made_spill`]).
+                        let made = batch * (v[n - 3] * v[n - 2]).max(v[n - 2] * v[n - 1]);
+                        made_regs = made_regs.max(made_spill(acc / threads, made / threads));
+                    }
                     acc
                 } else {
                     batch * (v[n - 3] * v[n - 2] + v[n - 2] * v[n - 1] + v[n - 3] * v[n - 1])
@@ -692,6 +715,7 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
         let spill = (acc_regs / 128.0)
             .powi(2)
             .max((tile_regs / 192.0).powi(2))
+            .max(made_regs)
             .max(1.0);
         let scale = (own / 32768.0).max(spill);
         time += times[ki] * scale;
@@ -883,35 +907,69 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
             set(p, pick);
             moved |= pick != current;
         }
-        // And a tile's shape at its size: two grid axes of one kernel, one
-        // block halved and the other doubled (one axis at a time cannot
-        // turn a 256x64 matmul tile into 128x128 where both steps on the
-        // way estimate slower: an MLP's up projection at 512 rows, 192.5
-        // against 134.6 us).
-        for k in &ks {
-            let axes: Vec<&String> = k.grid.iter().filter(|a| !frozen.contains(*a)).collect();
-            for (i, a) in axes.iter().enumerate() {
-                for b in &axes[i + 1..] {
-                    let (ba, bb) = (p.axes[*a].default, p.axes[*b].default);
+        // And a tile's shape at its size: two blocks of one kernel (grid
+        // axes, or its own block of an axis it loops over), one halved and
+        // the other doubled (one block at a time cannot turn a 256x64
+        // matmul tile into 128x128 where both steps on the way estimate
+        // slower: an MLP's up projection at 512 rows, 192.5 against 134.6
+        // us; nor a 64x64 tile by 128 of K into 128x64 by 64 where the
+        // larger K block spills).
+        fn get(p: &Plan<'_>, knob: &(Option<usize>, String)) -> Option<u64> {
+            match knob {
+                (Some(ki), a) => p.kernel_blocks[*ki].get(a).copied(),
+                (None, a) => Some(p.axes[a].default),
+            }
+        }
+        fn put(p: &mut Plan<'_>, knob: &(Option<usize>, String), b: u64) {
+            match knob {
+                (Some(ki), a) => {
+                    p.kernel_blocks[*ki].insert(a.clone(), b);
+                }
+                (None, a) => p.axes[a].default = b,
+            }
+        }
+        let gemms: Vec<bool> = estimate_detail(p, &ks).1.iter().map(|k| k.gemm).collect();
+        for (ki, k) in ks.iter().enumerate() {
+            if !gemms.get(ki).copied().unwrap_or(false) {
+                continue;
+            }
+            let mut own: Vec<(Option<usize>, String)> = k
+                .grid
+                .iter()
+                .filter(|a| !frozen.contains(*a))
+                .map(|a| (None, a.clone()))
+                .collect();
+            own.extend(
+                knobs
+                    .iter()
+                    .filter(|(kk, _, stat)| *kk == Some(ki) && !stat)
+                    .map(|(kk, a, _)| (*kk, a.clone())),
+            );
+            for (i, a) in own.iter().enumerate() {
+                for b in &own[i + 1..] {
+                    let (Some(ba), Some(bb)) = (get(p, a), get(p, b)) else {
+                        continue;
+                    };
                     for (na, nb) in [(ba * 2, bb / 2), (ba / 2, bb * 2)] {
-                        // (Tiles of the tensor cores: at least 16 each.)
-                        if na < 16
-                            || nb < 16
-                            || !p.axes[*a].domain.contains(&na)
-                            || !p.axes[*b].domain.contains(&nb)
+                        // (Kernels with a GEMM tile, blocks of at least 64
+                        // before and after; the smaller matmuls of 1-16 rows
+                        // keep the one-block moves their measurements chose.)
+                        if [ba, bb, na, nb].iter().any(|&x| x < 64)
+                            || !p.axes[&a.1].domain.contains(&na)
+                            || !p.axes[&b.1].domain.contains(&nb)
                         {
                             continue;
                         }
-                        p.axes[*a].default = na;
-                        p.axes[*b].default = nb;
+                        put(p, a, na);
+                        put(p, b, nb);
                         let e = estimate_of(p, &ks);
                         if fits(&e) && e.time_us < best.time_us * 0.98 {
                             best = e;
                             moved = true;
                             break;
                         }
-                        p.axes[*a].default = ba;
-                        p.axes[*b].default = bb;
+                        put(p, a, ba);
+                        put(p, b, bb);
                     }
                 }
             }
@@ -978,11 +1036,20 @@ mod tests {
             assert!(Model::parse(&format!("{name}=1")).is_ok(), "{name}");
         }
         let e = Model::parse("bogus=1").unwrap_err();
-        assert!(e.contains("no estimate parameter `bogus`") && e.contains("dram_trip_us"), "{e}");
-        assert!(Model::parse("sms").unwrap_err().contains("not `name=value`"));
+        assert!(
+            e.contains("no estimate parameter `bogus`") && e.contains("dram_trip_us"),
+            "{e}"
+        );
+        assert!(Model::parse("sms")
+            .unwrap_err()
+            .contains("not `name=value`"));
         assert!(Model::parse("sms=x").unwrap_err().contains("not a number"));
         assert!(Model::parse("sms=0").unwrap_err().contains("positive"));
-        assert!(Model::parse("dram_rate=-1").unwrap_err().contains("positive"));
-        assert!(Model::parse("l2_trip_us=nan").unwrap_err().contains("positive"));
+        assert!(Model::parse("dram_rate=-1")
+            .unwrap_err()
+            .contains("positive"));
+        assert!(Model::parse("l2_trip_us=nan")
+            .unwrap_err()
+            .contains("positive"));
     }
 }
