@@ -165,6 +165,23 @@ const RESIDENT_WARPS: f64 = 16.0;
 /// (`bench/gpu/prologue_probe.py`; torch.matmul 26.7).
 const COMPUTED_OPERAND: f64 = 1.35;
 
+/// How much longer a GEMM tile of `m` rows by `n` columns takes its
+/// products than a 128x128 one: each K step loads `m + n` rows of operands
+/// for `2mn` flops, and a smaller tile does fewer flops a byte it stages.
+/// Fitted to one H100 GEMM (512 x 4096 x 4096, bf16, operands loaded, best
+/// of warps and stages, `bench/gpu/prologue_probe.py`): 64x64 46.6 us,
+/// 128x64 36.2, 64x128 38.7, 64x256 35.1, 128x128 31.9, which
+/// `17.2 + 1882 / I` us follows within 3% at the tile's flops an element,
+/// `I = 2mn / (m + n)`. At least 1 (larger tiles are bound by registers,
+/// which the spill terms count).
+fn tile_shape_factor(m: f64, n: f64) -> f64 {
+    if m <= 0.0 || n <= 0.0 {
+        return 1.0;
+    }
+    let i = 2.0 * m * n / (m + n);
+    ((17.2 + 1882.0 / i) / (17.2 + 1882.0 / 128.0)).max(1.0)
+}
+
 /// The spill factor of a GEMM tile whose operand is made in its K loop,
 /// from its accumulator's and the made operand's elements a thread: such a
 /// kernel needs about `acc + 1.9 x operand + 13` registers a thread of 255
@@ -563,12 +580,19 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
                     })
                     .collect();
                 let share = dot_rate_share(&padded, w.sizes.iter().map(|s| size(s)));
-                let made = if w.computed && gemm_tile(w, &size, &|a| raw_block(ov, a)) {
+                let tile = gemm_tile(w, &size, &|a| raw_block(ov, a));
+                let made = if w.computed && tile {
                     COMPUTED_OPERAND
                 } else {
                     1.0
                 };
-                dot_s += f * made / (gpu.matmul_rate * share);
+                let n = w.sizes.len();
+                let shape = if tile {
+                    tile_shape_factor(size(&w.sizes[n - 3]), size(&w.sizes[n - 1]))
+                } else {
+                    1.0
+                };
+                dot_s += f * made * shape / (gpu.matmul_rate * share);
             } else {
                 bytes += dram;
                 l2_bytes += traffic - dram;
@@ -856,6 +880,9 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
             p.stat_blocks[ki].insert(a.clone(), b.or(base).unwrap_or(p.axes[a].default));
         }
     }
+    // (Blocks are tried at every pipeline depth only in plans with a GEMM
+    // tile; the smaller matmuls keep the moves their measurements chose.)
+    let gemm_plan = estimate_detail(p, &ks).1.iter().any(|k| k.gemm);
     for _ in 0..DESCENT_ROUNDS {
         let mut moved = false;
         for (kernel, a, stat) in &knobs {
@@ -893,18 +920,36 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
             };
             let options: Vec<u64> = p.axes[a].domain.clone();
             let mut pick = current;
+            // Each block at the pipeline depth that suits it best (in a plan
+            // with a GEMM tile): at 2
+            // stages a GEMM's loop trips wait on DRAM whatever its tile, at
+            // 3 a 64x64 tile is bound by its traffic, so neither move alone
+            // improves Qwen2's 512-row down projection, which 128x128 at 3
+            // stages does (292.2 -> 184.0 us estimated).
+            let stages0 = p.stages;
+            let mut pick_stages = stages0;
             for b in options
                 .into_iter()
                 .filter(|&b| Some(b) != current && b >= floor)
             {
                 set(p, Some(b));
-                let e = estimate_of(p, &ks);
-                if fits(&e) && e.time_us < best.time_us * 0.98 {
-                    best = e;
-                    pick = Some(b);
+                let others = DEFAULT_STAGES
+                    .into_iter()
+                    .filter(|&s| s != stages0 && gemm_plan);
+                let depths = std::iter::once(stages0).chain(others);
+                for st in depths {
+                    p.stages = st;
+                    let e = estimate_of(p, &ks);
+                    if fits(&e) && e.time_us < best.time_us * 0.98 {
+                        best = e;
+                        pick = Some(b);
+                        pick_stages = st;
+                    }
                 }
+                p.stages = stages0;
             }
             set(p, pick);
+            p.stages = pick_stages;
             moved |= pick != current;
         }
         // And a tile's shape at its size: two blocks of one kernel (grid
