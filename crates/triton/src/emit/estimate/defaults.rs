@@ -1,0 +1,274 @@
+//! The default schedule of a plan, chosen by its static estimate.
+
+use super::*;
+
+/// Footprint (elements) a default schedule may give its largest block when
+/// the plan's own defaults stay under it: what a program of 4 warps holds in
+/// registers without spilling (128 per thread).
+const DEFAULT_FOOTPRINT: f64 = 16384.0;
+
+/// The pipeline depths the default schedule may take (`num_stages`; 5 and
+/// more rarely fit shared memory with the blocks the defaults choose, and 1
+/// never pipelines).
+const DEFAULT_STAGES: [u32; 3] = [2, 3, 4];
+
+/// Rounds of coordinate descent over the default blocks.
+const DESCENT_ROUNDS: usize = 4;
+
+/// Choose the plan's default blocks (and `num_stages`) by its static
+/// estimate: coordinate descent over each axis's legal blocks (the kernels' text does not depend
+/// on them, so they are emitted once), keeping a change only when it lowers
+/// the estimate by at least 2% and keeps the largest block within
+/// [`DEFAULT_FOOTPRINT`] (or the plan's own largest block, if that is more)
+/// and the staged tiles within [`SHARED_BYTES`] (or the plan's own).
+/// A loop over a whole row then takes few long trips, a matmul at a few rows
+/// fills the SMs, and candidates are ranked at their best static schedule.
+/// A program with a `schedule` attribute (a tuner's choice) keeps it.
+/// Returns the estimate at the chosen blocks (`None` where the plan keeps
+/// its schedule or a kernel cannot be emitted).
+pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
+    if p.func.attrs.contains_key("schedule") {
+        return None;
+    }
+    let ks = p
+        .kernels
+        .iter()
+        .map(|k| emit_kernel_in_context(p, k))
+        .collect::<Result<Vec<_>, _>>()
+        .ok()?;
+    let mut best = estimate_of(p, &ks);
+    let limit = best.largest_block.max(DEFAULT_FOOTPRINT);
+    let shared = best.shared_bytes.max(SHARED_BYTES);
+    let fits = |e: &Estimate| e.largest_block <= limit && e.shared_bytes <= shared;
+    // The estimate's causal clipping (half the tiles, one diagonal tile) is
+    // too coarse to choose blocks by: the axes of a kernel with a causal
+    // loop keep their defaults.
+    let mut frozen: IndexSet<String> = IndexSet::new();
+    for k in &ks {
+        let causal = k.work.iter().flat_map(|w| &w.loops).any(|l| is_clipped(l));
+        if causal {
+            frozen.extend(k.grid.iter().cloned());
+            for w in &k.work {
+                for l in w.loops.iter().filter(|l| is_clipped(l)) {
+                    frozen.insert(l.split('/').next().unwrap_or(l).to_string());
+                }
+            }
+        }
+    }
+    // The knobs: each axis's block, and each kernel's own block of an axis
+    // it only loops over (absent: the axis's), where there are several
+    // kernels (see `Plan::kernel_blocks`).
+    // And each kernel's block of its statistics loops (`Plan::stat_blocks`).
+    let mut knobs: Vec<(Option<usize>, String, bool)> = p
+        .axes
+        .keys()
+        .filter(|a| !frozen.contains(*a))
+        .map(|a| (None, a.clone(), false))
+        .collect();
+    if p.kernels.len() > 1 {
+        for (ki, k) in ks.iter().enumerate() {
+            for a in k
+                .loop_only
+                .iter()
+                .chain(&k.sub_loop)
+                .filter(|a| !frozen.contains(*a))
+            {
+                knobs.push((Some(ki), a.clone(), false));
+                // Start from the axis's block, held apart from it.
+                let b = p.kernel_blocks[ki].get(a).copied();
+                p.kernel_blocks[ki].insert(a.clone(), b.unwrap_or(p.axes[a].default));
+            }
+        }
+    }
+    for (ki, k) in ks.iter().enumerate() {
+        for a in k.stat_axes.iter().filter(|a| !frozen.contains(*a)) {
+            knobs.push((Some(ki), a.clone(), true));
+            let b = p.stat_blocks[ki].get(a).copied();
+            let base = p.kernel_blocks[ki].get(a).copied();
+            p.stat_blocks[ki].insert(a.clone(), b.or(base).unwrap_or(p.axes[a].default));
+        }
+    }
+    // (Blocks are tried at every pipeline depth only in plans with a GEMM
+    // tile; the smaller matmuls keep the moves their measurements chose.)
+    let gemm_plan = estimate_detail(p, &ks).1.iter().any(|k| k.gemm);
+    for _ in 0..DESCENT_ROUNDS {
+        let mut moved = false;
+        for (kernel, a, stat) in &knobs {
+            let shared = p.axes[a].default;
+            let current = match (kernel, stat) {
+                (Some(ki), false) => p.kernel_blocks[*ki].get(a).copied(),
+                (Some(ki), true) => p.stat_blocks[*ki].get(a).copied(),
+                (None, _) => Some(shared),
+            };
+            let set = |p: &mut Plan<'_>, b: Option<u64>| match (kernel, b) {
+                (Some(ki), b) => {
+                    let m = if *stat {
+                        &mut p.stat_blocks[*ki]
+                    } else {
+                        &mut p.kernel_blocks[*ki]
+                    };
+                    match b {
+                        Some(b) => {
+                            m.insert(a.clone(), b);
+                        }
+                        None => {
+                            m.shift_remove(a);
+                        }
+                    }
+                }
+                (None, b) => p.axes[a].default = b.unwrap_or(shared),
+            };
+            // Over a long dim, never below 16 (the smallest block
+            // `fill_sms` leaves), unless the plan's default already is.
+            let long = p.axes[a].extent.size().is_some_and(|e| e > 128);
+            let floor = if long {
+                current.unwrap_or(shared).min(16)
+            } else {
+                1
+            };
+            let options: Vec<u64> = p.axes[a].domain.clone();
+            let mut pick = current;
+            // Each block at the pipeline depth that suits it best (in a plan
+            // with a GEMM tile): at 2
+            // stages a GEMM's loop trips wait on DRAM whatever its tile, at
+            // 3 a 64x64 tile is bound by its traffic, so neither move alone
+            // improves Qwen2's 512-row down projection, which 128x128 at 3
+            // stages does (292.2 -> 184.0 us estimated).
+            let stages0 = p.stages;
+            let mut pick_stages = stages0;
+            for b in options
+                .into_iter()
+                .filter(|&b| Some(b) != current && b >= floor)
+            {
+                set(p, Some(b));
+                let others = DEFAULT_STAGES
+                    .into_iter()
+                    .filter(|&s| s != stages0 && gemm_plan);
+                let depths = std::iter::once(stages0).chain(others);
+                for st in depths {
+                    p.stages = st;
+                    let e = estimate_of(p, &ks);
+                    if fits(&e) && e.time_us < best.time_us * 0.98 {
+                        best = e;
+                        pick = Some(b);
+                        pick_stages = st;
+                    }
+                }
+                p.stages = stages0;
+            }
+            set(p, pick);
+            p.stages = pick_stages;
+            moved |= pick != current;
+        }
+        // And a tile's shape at its size: two blocks of one kernel (grid
+        // axes, or its own block of an axis it loops over), one halved and
+        // the other doubled (one block at a time cannot turn a 256x64
+        // matmul tile into 128x128 where both steps on the way estimate
+        // slower: an MLP's up projection at 512 rows, 192.5 against 134.6
+        // us; nor a 64x64 tile by 128 of K into 128x64 by 64 where the
+        // larger K block spills).
+        fn get(p: &Plan<'_>, knob: &(Option<usize>, String)) -> Option<u64> {
+            match knob {
+                (Some(ki), a) => p.kernel_blocks[*ki].get(a).copied(),
+                (None, a) => Some(p.axes[a].default),
+            }
+        }
+        fn put(p: &mut Plan<'_>, knob: &(Option<usize>, String), b: u64) {
+            match knob {
+                (Some(ki), a) => {
+                    p.kernel_blocks[*ki].insert(a.clone(), b);
+                }
+                (None, a) => p.axes[a].default = b,
+            }
+        }
+        let gemms: Vec<bool> = estimate_detail(p, &ks).1.iter().map(|k| k.gemm).collect();
+        for (ki, k) in ks.iter().enumerate() {
+            if !gemms.get(ki).copied().unwrap_or(false) {
+                continue;
+            }
+            let mut own: Vec<(Option<usize>, String)> = k
+                .grid
+                .iter()
+                .filter(|a| !frozen.contains(*a))
+                .map(|a| (None, a.clone()))
+                .collect();
+            own.extend(
+                knobs
+                    .iter()
+                    .filter(|(kk, _, stat)| *kk == Some(ki) && !stat)
+                    .map(|(kk, a, _)| (*kk, a.clone())),
+            );
+            for (i, a) in own.iter().enumerate() {
+                for b in &own[i + 1..] {
+                    let (Some(ba), Some(bb)) = (get(p, a), get(p, b)) else {
+                        continue;
+                    };
+                    for (na, nb) in [(ba * 2, bb / 2), (ba / 2, bb * 2)] {
+                        // (Kernels with a GEMM tile, blocks of at least 64
+                        // before and after; the smaller matmuls of 1-16 rows
+                        // keep the one-block moves their measurements chose.)
+                        if [ba, bb, na, nb].iter().any(|&x| x < 64)
+                            || !p.axes[&a.1].domain.contains(&na)
+                            || !p.axes[&b.1].domain.contains(&nb)
+                        {
+                            continue;
+                        }
+                        put(p, a, na);
+                        put(p, b, nb);
+                        let e = estimate_of(p, &ks);
+                        if fits(&e) && e.time_us < best.time_us * 0.98 {
+                            best = e;
+                            moved = true;
+                            break;
+                        }
+                        put(p, a, ba);
+                        put(p, b, bb);
+                    }
+                }
+            }
+        }
+        // And the pipeline depth of the loops with a `tl.dot`: the stages
+        // that hide their loads' DRAM latency within shared memory.
+        let current = p.stages;
+        let mut pick = current;
+        for s in DEFAULT_STAGES.into_iter().filter(|&s| s != current) {
+            p.stages = s;
+            let e = estimate_of(p, &ks);
+            if fits(&e) && e.time_us < best.time_us * 0.98 {
+                best = e;
+                pick = s;
+            }
+        }
+        p.stages = pick;
+        moved |= pick != current;
+        if !moved {
+            break;
+        }
+    }
+    // Where the estimate cannot tell 2 stages from 3 for a plan's pipelined
+    // (`tl.dot`) loops (a loop bound by its matmuls, where the estimate's
+    // DRAM waits are hidden anyway), take 3 if its tiles fit: measured
+    // faster on the H100 for the causal attention kernel (451 us against
+    // 479 at B=16, 34.2 against 39.0 at B=1,
+    // bench/results/2026-12-06-s33-h100-attn-tma.json), and the tuner's
+    // choices for the MLPs' streaming loops were 3 and 4 stages.
+    if p.stages == 2 && best.shared_bytes > 0.0 {
+        p.stages = 3;
+        let e = estimate_of(p, &ks);
+        if e.shared_bytes <= SHARED_BYTES && e.time_us <= best.time_us {
+            best = e;
+        } else {
+            p.stages = 2;
+        }
+    }
+    // A kernel's block equal to its axis's is no block of its own.
+    for blocks in p.kernel_blocks.iter_mut() {
+        blocks.retain(|a, b| p.axes.get(a).map(|i| i.default) != Some(*b));
+    }
+    // A statistics block equal to the kernel's block is none of its own.
+    for (ki, blocks) in p.stat_blocks.iter_mut().enumerate() {
+        let own = &p.kernel_blocks[ki];
+        blocks.retain(|a, b| own.get(a).copied().or(p.axes.get(a).map(|i| i.default)) != Some(*b));
+    }
+    Some(best)
+}
