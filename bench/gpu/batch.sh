@@ -13,6 +13,8 @@
 #   family-tuned  the same, both tuned (10 s; the family per size bucket)
 #   attn     issue 27: attention prefill and decode at B=1/8/16 (run.py)
 #   tune     issue 28: tuning against an exhaustive sweep (tune_bench.py)
+#   prefill  issue 29: the Llama prefill layer chunk by chunk, each kernel's warps and
+#            stages varied (chunk_times.py --neighbours), then whole (layers.py)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -48,7 +50,12 @@ case "$stage" in
   tune)
     timeout "$lim" python3 bench/gpu/tune_bench.py --cases gated_mlp:1,lora:1,rmsnorm_mlp:16,attn_prefill:8 \
       --budget 20 --wide-budget 45 --out "$out/tune.json" --md "$out/tune.md" ;;
+  prefill)
+    export PYTHONPATH="$PWD/python"
+    timeout 290 python3 bench/gpu/chunk_times.py --case llama_prefill_bf16 --profile --neighbours \
+      --sources "$out/src" --out "$out/chunk-times.json" || true
+    timeout 240 python3 bench/gpu/layers.py --only 'llama_prefill_fp16' --out "$out/layers-llama.json" ;;
   *)
-    echo "unknown stage '$stage' (prepare, ttir, layers, family, family-tuned, attn, tune)" >&2
+    echo "unknown stage '$stage' (prepare, ttir, layers, family, family-tuned, attn, tune, prefill)" >&2
     exit 2 ;;
 esac

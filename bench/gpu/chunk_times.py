@@ -28,6 +28,40 @@ def us(fn):
         return triton.testing.do_bench(fn, rep=100) * 1000.0, "launch"
 
 
+def neighbours(fn, args):
+    """Each kernel's num_warps and num_stages changed one kernel at a time
+    from the module's DEFAULT_CONFIG: `[[kernel, warps, stages, us], ...]`,
+    the default first (kernel None)."""
+    mod = fn.module
+    seen, orig = {}, mod.run
+
+    def record(*xs, config=None):
+        seen["xs"] = xs
+        return orig(*xs, config=config)
+
+    mod.run = record
+    try:
+        fn(*args)
+    finally:
+        mod.run = orig
+    xs = seen["xs"]
+    base = dict(mod.DEFAULT_CONFIG)
+    out = [[None, base.get("num_warps"), base.get("num_stages"), us(lambda: mod.run(*xs, config=base))[0]]]
+    kernels = sorted({int(k.rsplit("_k", 1)[1]) for k in mod.CONFIG_SPACE if k.startswith("num_warps_k")})
+    for k in kernels or [None]:
+        for w in (4, 8):
+            for st in (3, 4, 5):
+                # (one kernel: the module's own warps and stages)
+                sfx = "" if k is None else f"_k{k}"
+                cfg = dict(base, **{f"num_warps{sfx}": w, f"num_stages{sfx}": st})
+                try:
+                    t = us(lambda: mod.run(*xs, config=cfg))[0]
+                except Exception as e:  # noqa: BLE001 (a schedule that does not compile or fit)
+                    t = f"{type(e).__name__}"
+                out.append([k, w, st, t])
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--case", required=True)
@@ -36,6 +70,7 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="tiny layer on the CPU (checks the script)")
     ap.add_argument("--profile", action="store_true", help="also each generated kernel's time (torch.profiler)")
     ap.add_argument("--sources", default="", help="write each part's generated module into this folder")
+    ap.add_argument("--neighbours", action="store_true", help="also each part timed with one kernel's num_warps (4, 8) and num_stages (3, 4, 5) changed at a time")
     a = ap.parse_args()
     import efir
     from efir import partial
@@ -77,6 +112,11 @@ def main():
                     f.write(getattr(fn, "source", "") or "")
             row = {"part": i, "ops": ops, "compile_s": round(cs, 1), "eager_us": e_us, "efir_us": f_us,
                    "timing": f"{e_how}/{f_how}", "estimate_us": est.get("time_us"), "kernels": est.get("kernels"), "kernel_us": kernels}
+            if a.neighbours and not a.smoke and getattr(fn, "module", None) is not None:
+                try:
+                    row["neighbours"] = neighbours(fn, args)
+                except Exception as e:  # noqa: BLE001 (the probe must not cost the chunk's own figures)
+                    row["neighbours"] = f"{type(e).__name__}: {e}"
             rows.append(row)
             print(json.dumps(row), flush=True)
     out = {"case": a.case, "device": "cpu" if a.smoke else torch.cuda.get_device_name(), "layer_chunked_us": layer_us, "layer_eager_us": eager_us, "parts": rows}

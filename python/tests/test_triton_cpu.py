@@ -356,7 +356,8 @@ def test_bf16_kernels_match_interpreter(lit, tmp_path):
     grouped-query attention whose weighted sum of V is a tl.dot of bf16
     operands (probabilities rounded to bf16), a projection whose residual is
     loaded after its K loop, and matmuls of unit batch dims accumulating in
-    a matrix, within tolerance of the interpreter."""
+    a matrix (one of them with its programs' order remapped, the rows' axis
+    fastest), within tolerance of the interpreter."""
     src = tmp_path / f"{lit}.efir"
     src.write_text((ROOT / "lit-tests" / "Translate" / f"{lit}.efir").read_text())
     mods = translate(src, tmp_path / "py")

@@ -171,6 +171,14 @@ const RESIDENT_WARPS: f64 = 16.0;
 /// (`bench/gpu/prologue_probe.py`; torch.matmul 26.7).
 const COMPUTED_OPERAND: f64 = 1.35;
 
+/// How much longer a kernel with a GEMM tile takes in programs of fewer
+/// than 8 warps (one warpgroup holding the whole tile): on the H100
+/// (`bench/gpu/chunk_times.py --neighbours`), 8 warps for Llama's prefill
+/// up projection alone (128x128, 213 us at 4 warps) took 42 us off its
+/// chunk, for its q projection (128x128, in a launch group of about 59 us)
+/// 16 us, for its k projection (64x64) 12.
+const FEW_WARPS: f64 = 1.3;
+
 /// How much longer a GEMM tile of `m` rows by `n` columns takes its
 /// products than a 128x128 one: each K step loads `m + n` rows of operands
 /// for `2mn` flops, and a smaller tile does fewer flops a byte it stages.
@@ -435,7 +443,12 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
             let dram = if w.flops {
                 0.0
             } else if gemm {
-                dram_traffic(traffic, w.source, programs, resident)
+                // (The programs sharing tiles through L2 are those of a wave
+                // at 4 warps, as fitted: the grid's order puts the programs
+                // that share the larger operand's tiles side by side
+                // whatever a program's warps; see `l2_fastest`.)
+                let wave = gpu.sms * (gpu.resident_warps / 4.0).max(1.0);
+                dram_traffic(traffic, w.source, programs, wave.max(resident))
             } else {
                 traffic
             };
@@ -531,7 +544,15 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
             })
             .sum::<f64>()
             * waves;
-        times.push(stream.max(serial));
+        // (A GEMM tile at fewer than 8 warps: all of it longer, measured.)
+        // (Not a kernel with a causal loop: attention was not measured so.)
+        let causal = k.work.iter().flat_map(|w| &w.loops).any(|l| is_clipped(l));
+        let few = if gemm && warps < 8.0 && !causal {
+            FEW_WARPS
+        } else {
+            1.0
+        };
+        times.push(stream.max(serial) * few);
         detail.push(KernelEstimate {
             programs,
             waves,

@@ -245,6 +245,61 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
             break;
         }
     }
+    // And a GEMM tile's kernel at 8 warps (two warpgroups sharing the
+    // tile; see [`FEW_WARPS`]), with the kernels launched together with it
+    // (a launch group shares warps), where the estimate prefers it. (Not a
+    // kernel with a causal loop: attention keeps the warps it was measured
+    // at.)
+    if gemm_plan {
+        let groups = super::host::launch_groups(p, &ks);
+        let gemms: Vec<bool> = estimate_detail(p, &ks).1.iter().map(|k| k.gemm).collect();
+        for (ki, k) in ks.iter().enumerate() {
+            let causal = k.work.iter().flat_map(|w| &w.loops).any(|l| is_clipped(l));
+            if !gemms.get(ki).copied().unwrap_or(false) || causal {
+                continue;
+            }
+            let members = groups
+                .iter()
+                .find(|g| g.contains(&ki))
+                .cloned()
+                .unwrap_or_else(|| vec![ki]);
+            let (warps0, own0) = (p.warps, p.kernel_warps.clone());
+            if p.kernels.len() == 1 {
+                p.warps = 8;
+            } else {
+                for &i in &members {
+                    p.kernel_warps[i] = Some(8);
+                }
+            }
+            let e = estimate_of(p, &ks);
+            if fits(&e) && e.time_us < best.time_us * 0.98 {
+                best = e;
+            } else {
+                p.warps = warps0;
+                p.kernel_warps = own0;
+            }
+        }
+    }
+    // A plan with a GEMM tile (and no causal loop) pipelines its K loops 4
+    // deep where the tiles fit and the estimate is no worse: Llama's
+    // prefill projections on the H100 at 8 warps ran 3 -> 4 stages 114.8 ->
+    // 93.8 us (down, K 14336), 117.7 -> 109.2 (chunk of the q projection),
+    // 338.5 -> 328.1 (chunk of gate and up), where the estimate, bound by
+    // their streaming, could not tell (`bench/gpu/chunk_times.py
+    // --neighbours`, bench/results/2026-12-06-s36-h100-notes.md).
+    let causal = ks
+        .iter()
+        .any(|k| k.work.iter().flat_map(|w| &w.loops).any(|l| is_clipped(l)));
+    if gemm_plan && !causal && p.stages < 4 {
+        let stages0 = p.stages;
+        p.stages = 4;
+        let e = estimate_of(p, &ks);
+        if e.shared_bytes <= shared && e.time_us <= best.time_us {
+            best = e;
+        } else {
+            p.stages = stages0;
+        }
+    }
     // Where the estimate cannot tell 2 stages from 3 for a plan's pipelined
     // (`tl.dot`) loops (a loop bound by its matmuls, where the estimate's
     // DRAM waits are hidden anyway), take 3 if its tiles fit: measured
