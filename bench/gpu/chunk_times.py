@@ -95,7 +95,11 @@ def main():
         for i, (gm, args, fn, cs) in enumerate(recs):
             est = estimate(fn.source) if getattr(fn, "source", None) else {}
             e_us, e_how = us(lambda: gm(*args))
-            f_us, f_how = us(lambda: fn(*args))
+            # (efir's part on contiguous inputs, as the layer gives it: the
+            # previous part's kernels write contiguous results, where the
+            # recorded example inputs are eager's, views among them.)
+            cargs = [x.contiguous() if isinstance(x, torch.Tensor) else x for x in args]
+            f_us, f_how = us(lambda: fn(*cargs))
             ops = sum(1 for n in gm.graph.nodes if n.op == "call_function")
             kernels = []
             if a.profile and not a.smoke:
@@ -103,7 +107,7 @@ def main():
                 from torch.profiler import ProfilerActivity, profile
                 with profile(activities=[ProfilerActivity.CUDA]) as prof:
                     for _ in range(3):
-                        fn(*args)
+                        fn(*cargs)
                     torch.cuda.synchronize()
                 kernels = [(e.key, round(e.device_time_total / e.count, 1)) for e in prof.key_averages() if e.device_time_total > 0]
             if a.sources:
@@ -114,7 +118,7 @@ def main():
                    "timing": f"{e_how}/{f_how}", "estimate_us": est.get("time_us"), "kernels": est.get("kernels"), "kernel_us": kernels}
             if a.neighbours and not a.smoke and getattr(fn, "module", None) is not None:
                 try:
-                    row["neighbours"] = neighbours(fn, args)
+                    row["neighbours"] = neighbours(fn, cargs)
                 except Exception as e:  # noqa: BLE001 (the probe must not cost the chunk's own figures)
                     row["neighbours"] = f"{type(e).__name__}: {e}"
             rows.append(row)

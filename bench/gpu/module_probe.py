@@ -1,0 +1,61 @@
+"""Time generated modules on the GPU at given schedules, optionally with a
+register cap for named kernels (Triton's `maxnreg`), on random inputs of
+their `INPUTS` (CUDA-graph median, us).
+
+    python3 bench/gpu/module_probe.py --out x.json \\
+        'c2.py' 'c2.py|{"num_stages": 3}' 'c2.py||_k4__37=128'
+
+Each case is `MODULE[|CONFIG_JSON[|KERNEL=MAXNREG,...]]`. Written for the
+Llama prefill MLP's gate projection, whose silu epilogue takes its kernel to
+173 registers a thread at 8 warps (one program an SM) where its K loop needs
+122 (sm_90 compile on the CPU, bench/gpu/ttir_static.py)."""
+import argparse, importlib.util, json, os
+import torch, triton
+from triton.runtime.jit import KernelInterface
+
+CAPS = {}
+
+
+def _getitem(self, grid):
+    def launch(*args, **kw):
+        cap = CAPS.get(getattr(self, "__name__", ""))
+        if cap:
+            kw["maxnreg"] = cap
+        return self.run(*args, grid=grid, warmup=False, **kw)
+
+    return launch
+
+
+def load(py):
+    spec = importlib.util.spec_from_file_location(os.path.basename(py)[:-3], py)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("cases", nargs="+")
+    a = ap.parse_args()
+    KernelInterface.__getitem__ = _getitem
+    rows = []
+    for c in a.cases:
+        py, cfg, caps = (c.split("|") + ["", ""])[:3]
+        cfg = json.loads(cfg) if cfg else None
+        CAPS.clear()
+        CAPS.update({k: int(v) for k, v in (p.split("=") for p in caps.split(",") if p)})
+        mod = load(py)
+        torch.manual_seed(0)
+        xs = [(torch.randn(s, device="cuda") * 0.5).to(dt) for _, s, dt in mod.INPUTS]
+        fn = lambda: mod.run(*xs, config=cfg)  # noqa: E731
+        fn()
+        torch.cuda.synchronize()
+        us = triton.testing.do_bench_cudagraph(fn, rep=60) * 1000.0
+        rows.append({"case": c, "us": us})
+        print(json.dumps(rows[-1]), flush=True)
+        json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, open(a.out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
