@@ -12,6 +12,37 @@ const DEFAULT_FOOTPRINT: f64 = 16384.0;
 /// never pipelines).
 const DEFAULT_STAGES: [u32; 3] = [2, 3, 4];
 
+/// A knob's block: a kernel's own block of an axis, or the axis's.
+fn get(p: &Plan<'_>, knob: &(Option<usize>, String)) -> Option<u64> {
+    match knob {
+        (Some(ki), a) => p.kernel_blocks[*ki].get(a).copied(),
+        (None, a) => Some(p.axes[a].default),
+    }
+}
+
+/// Set a knob's block (see [`get`]).
+fn put(p: &mut Plan<'_>, knob: &(Option<usize>, String), b: u64) {
+    match knob {
+        (Some(ki), a) => {
+            p.kernel_blocks[*ki].insert(a.clone(), b);
+        }
+        (None, a) => p.axes[a].default = b,
+    }
+}
+
+/// The GEMM tiles (rows, columns, K) the descent also starts from in a
+/// kernel with a GEMM tile: the tiles of Triton's Hopper matmul configs.
+/// One block or a pair at a time, the descent can stall on the way to
+/// them (a 512-row projection by a 4096x14336 weight stopped at 128x64 by
+/// 128 of K, estimated 152.7 us where 128x128 by 64 is estimated lower).
+const GEMM_SEEDS: [(u64, u64, u64); 5] = [
+    (128, 128, 64),
+    (128, 256, 64),
+    (256, 128, 64),
+    (64, 128, 64),
+    (128, 64, 64),
+];
+
 /// Rounds of coordinate descent over the default blocks.
 const DESCENT_ROUNDS: usize = 4;
 
@@ -91,6 +122,70 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
     // (Blocks are tried at every pipeline depth only in plans with a GEMM
     // tile; the smaller matmuls keep the moves their measurements chose.)
     let gemm_plan = estimate_detail(p, &ks).1.iter().any(|k| k.gemm);
+    // Each GEMM kernel (no causal loop) from the seed tiles first, at every
+    // pipeline depth, where one estimates lower (see [`GEMM_SEEDS`]).
+    if gemm_plan {
+        let gemms: Vec<bool> = estimate_detail(p, &ks).1.iter().map(|k| k.gemm).collect();
+        for (ki, k) in ks.iter().enumerate() {
+            let causal = k.work.iter().flat_map(|w| &w.loops).any(|l| is_clipped(l));
+            if !gemms.get(ki).copied().unwrap_or(false) || causal {
+                continue;
+            }
+            let Some(w) = k.work.iter().find(|w| w.flops && w.sizes.len() >= 3) else {
+                continue;
+            };
+            let n = w.sizes.len();
+            let axis_of = |s: &str| -> Option<String> {
+                let id = s.strip_prefix("BLOCK_")?;
+                p.axes.keys().find(|a| py_ident(a) == id).cloned()
+            };
+            let (Some(am), Some(ak), Some(an)) = (
+                axis_of(&w.sizes[n - 3]),
+                axis_of(&w.sizes[n - 2]),
+                axis_of(&w.sizes[n - 1]),
+            ) else {
+                continue;
+            };
+            if [&am, &ak, &an].iter().any(|a| frozen.contains(*a)) || am == an {
+                continue;
+            }
+            let knob = |a: &String| -> (Option<usize>, String) {
+                let own = knobs
+                    .iter()
+                    .any(|(kk, x, stat)| *kk == Some(ki) && x == a && !stat);
+                (own.then_some(ki), a.clone())
+            };
+            let (km, kk, kn) = (knob(&am), knob(&ak), knob(&an));
+            let (Some(m0), Some(k0), Some(n0)) = (get(p, &km), get(p, &kk), get(p, &kn)) else {
+                continue;
+            };
+            let stages0 = p.stages;
+            let mut pick = (m0, n0, k0, stages0);
+            for (bm, bn, bk) in GEMM_SEEDS {
+                if !p.axes[&am].domain.contains(&bm)
+                    || !p.axes[&an].domain.contains(&bn)
+                    || !p.axes[&ak].domain.contains(&bk)
+                {
+                    continue;
+                }
+                put(p, &km, bm);
+                put(p, &kn, bn);
+                put(p, &kk, bk);
+                for st in DEFAULT_STAGES {
+                    p.stages = st;
+                    let e = estimate_of(p, &ks);
+                    if fits(&e) && e.time_us < best.time_us * 0.98 {
+                        best = e;
+                        pick = (bm, bn, bk, st);
+                    }
+                }
+            }
+            put(p, &km, pick.0);
+            put(p, &kn, pick.1);
+            put(p, &kk, pick.2);
+            p.stages = pick.3;
+        }
+    }
     for _ in 0..DESCENT_ROUNDS {
         let mut moved = false;
         for (kernel, a, stat) in &knobs {
@@ -167,20 +262,6 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
         // slower: an MLP's up projection at 512 rows, 192.5 against 134.6
         // us; nor a 64x64 tile by 128 of K into 128x64 by 64 where the
         // larger K block spills).
-        fn get(p: &Plan<'_>, knob: &(Option<usize>, String)) -> Option<u64> {
-            match knob {
-                (Some(ki), a) => p.kernel_blocks[*ki].get(a).copied(),
-                (None, a) => Some(p.axes[a].default),
-            }
-        }
-        fn put(p: &mut Plan<'_>, knob: &(Option<usize>, String), b: u64) {
-            match knob {
-                (Some(ki), a) => {
-                    p.kernel_blocks[*ki].insert(a.clone(), b);
-                }
-                (None, a) => p.axes[a].default = b,
-            }
-        }
         let gemms: Vec<bool> = estimate_detail(p, &ks).1.iter().map(|k| k.gemm).collect();
         for (ki, k) in ks.iter().enumerate() {
             if !gemms.get(ki).copied().unwrap_or(false) {
@@ -248,8 +329,9 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
     // And a GEMM tile's kernel at 8 warps (two warpgroups sharing the
     // tile; see [`FEW_WARPS`]), with the kernels launched together with it
     // (a launch group shares warps), where the estimate prefers it. (Not a
-    // kernel with a causal loop: attention keeps the warps it was measured
-    // at.)
+    // kernel with a causal loop: the chunk of Llama's prefill attention,
+    // 64 queries by 64 keys a trip, ran 25.8 us at 4 warps and 34.6-36.9
+    // at 8, by stages 3-5.)
     if gemm_plan {
         let groups = super::host::launch_groups(p, &ks);
         let gemms: Vec<bool> = estimate_detail(p, &ks).1.iter().map(|k| k.gemm).collect();
