@@ -528,8 +528,9 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
         // ran 93.8 us on the H100 where their sum estimated 138.0 (the
         // larger, 106.1), its up projection with the norm in its K loop
         // 128.8 at 3 stages (sum 134.6, larger 121.0).
+        let causal = causal_kernel(k);
         let (dram_s, l2_s) = (bytes / gpu.dram_rate, l2_bytes / gpu.l2_rate);
-        let moved = if gemm && !causal_kernel(k) {
+        let moved = if gemm && !causal {
             dram_s.max(l2_s)
         } else {
             dram_s + l2_s
@@ -564,7 +565,6 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
         // (A GEMM tile at fewer than 8 warps: all of it longer, measured.)
         // (Not a kernel with a causal loop: the chunk of Llama's prefill
         // attention ran 25.8 us at 4 warps and 34.6 at 8 on the H100.)
-        let causal = k.work.iter().flat_map(|w| &w.loops).any(|l| is_clipped(l));
         let few = if gemm && warps < 8.0 && !causal {
             FEW_WARPS
         } else {

@@ -76,7 +76,7 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
     // loop keep their defaults.
     let mut frozen: IndexSet<String> = IndexSet::new();
     for k in &ks {
-        let causal = k.work.iter().flat_map(|w| &w.loops).any(|l| is_clipped(l));
+        let causal = causal_kernel(k);
         if causal {
             frozen.extend(k.grid.iter().cloned());
             for w in &k.work {
@@ -127,7 +127,7 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
     if gemm_plan {
         let gemms: Vec<bool> = estimate_detail(p, &ks).1.iter().map(|k| k.gemm).collect();
         for (ki, k) in ks.iter().enumerate() {
-            let causal = k.work.iter().flat_map(|w| &w.loops).any(|l| is_clipped(l));
+            let causal = causal_kernel(k);
             if !gemms.get(ki).copied().unwrap_or(false) || causal {
                 continue;
             }
@@ -336,7 +336,7 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
         let groups = super::host::launch_groups(p, &ks);
         let gemms: Vec<bool> = estimate_detail(p, &ks).1.iter().map(|k| k.gemm).collect();
         for (ki, k) in ks.iter().enumerate() {
-            let causal = k.work.iter().flat_map(|w| &w.loops).any(|l| is_clipped(l));
+            let causal = causal_kernel(k);
             if !gemms.get(ki).copied().unwrap_or(false) || causal {
                 continue;
             }
@@ -372,9 +372,7 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
     // 338.5 -> 328.1 (chunk of gate and up), where the estimate, bound by
     // their streaming, could not tell (`bench/gpu/chunk_times.py
     // --neighbours`, bench/results/2026-12-06-s36-h100-notes.md).
-    let causal = ks
-        .iter()
-        .any(|k| k.work.iter().flat_map(|w| &w.loops).any(|l| is_clipped(l)));
+    let causal = ks.iter().any(causal_kernel);
     if gemm_plan && !causal && p.stages < 4 {
         let stages0 = p.stages;
         p.stages = 4;
