@@ -54,10 +54,11 @@ case "$stage" in
     export PYTHONPATH="$PWD/python"
     timeout 290 python3 bench/gpu/chunk_times.py --case llama_prefill_bf16 --profile --neighbours \
       --sources "$out/src" --out "$out/chunk-times.json" || true
-    # The MLP chunk's gate kernel with its registers capped (two programs an SM).
-    timeout 60 python3 bench/gpu/module_probe.py --out "$out/module-probe.json" \
-      "$out/src/llama_prefill_bf16_part2.py" "$out/src/llama_prefill_bf16_part2.py||_k4__37=128" || true
-    timeout 240 python3 bench/gpu/layers.py --only 'llama_prefill_fp16' --out "$out/layers-llama.json" ;;
+    # The MLP chunks' kernels with their registers capped (two programs an SM), one at a time.
+    timeout 90 python3 bench/gpu/module_probe.py --out "$out/module-probe.json" --each-kernel 128 \
+      "$out/src/llama_prefill_bf16_part2.py" "$out/src/llama_prefill_bf16_part2.py||*=128" \
+      "$out/src/llama_prefill_bf16_part3.py" "$out/src/llama_prefill_bf16_part3.py||*=128" || true
+    timeout 200 python3 bench/gpu/layers.py --only 'llama_prefill_fp16' --out "$out/layers-llama.json" ;;
   *)
     echo "unknown stage '$stage' (prepare, ttir, layers, family, family-tuned, attn, tune, prefill)" >&2
     exit 2 ;;

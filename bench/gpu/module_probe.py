@@ -5,7 +5,9 @@ their `INPUTS` (CUDA-graph median, us).
     python3 bench/gpu/module_probe.py --out x.json \\
         'c2.py' 'c2.py|{"num_stages": 3}' 'c2.py||_k4__37=128'
 
-Each case is `MODULE[|CONFIG_JSON[|KERNEL=MAXNREG,...]]`. Written for the
+Each case is `MODULE[|CONFIG_JSON[|KERNEL=MAXNREG,...]]` (`*=MAXNREG`: every
+kernel); `--each-kernel CAP` adds, for each module, one case per kernel of
+it with that kernel alone capped. Written for the
 Llama prefill MLP's gate projection, whose silu epilogue takes its kernel to
 173 registers a thread at 8 warps (one program an SM) where its K loop needs
 122 (sm_90 compile on the CPU, bench/gpu/ttir_static.py)."""
@@ -18,7 +20,7 @@ CAPS = {}
 
 def _getitem(self, grid):
     def launch(*args, **kw):
-        cap = CAPS.get(getattr(self, "__name__", ""))
+        cap = CAPS.get(getattr(self, "__name__", ""), CAPS.get("*"))
         if cap:
             kw["maxnreg"] = cap
         return self.run(*args, grid=grid, warmup=False, **kw)
@@ -36,8 +38,17 @@ def load(py):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--each-kernel", type=int, default=0)
     ap.add_argument("cases", nargs="+")
     a = ap.parse_args()
+    if a.each_kernel:
+        import re
+        extra = []
+        for c in a.cases:
+            py = c.split("|")[0]
+            names = re.findall(r"@triton\.jit[^\n]*\ndef (\w+)", open(py).read())
+            extra += [f"{py}||{n}={a.each_kernel}" for n in names]
+        a.cases = a.cases + extra
     KernelInterface.__getitem__ = _getitem
     rows = []
     for c in a.cases:
