@@ -13,6 +13,7 @@
 #   family-tuned  the same, both tuned (10 s; the family per size bucket)
 #   attn     issue 27: attention prefill and decode at B=1/8/16 (run.py)
 #   tune     issue 28: tuning against an exhaustive sweep (tune_bench.py)
+#   profile  the prefill layer per kernel and whole, register caps, rmsnorm_mlp/swiglu B=1
 #   prefill  issue 29: the Llama prefill layer chunk by chunk, each kernel's warps and
 #            stages varied (chunk_times.py --neighbours), then whole (layers.py)
 set -euo pipefail
@@ -59,7 +60,20 @@ case "$stage" in
       "$out/src/llama_prefill_bf16_part2.py" "$out/src/llama_prefill_bf16_part2.py||*=128" \
       "$out/src/llama_prefill_bf16_part3.py" "$out/src/llama_prefill_bf16_part3.py||*=128" || true
     timeout 200 python3 bench/gpu/layers.py --only 'llama_prefill_fp16' --out "$out/layers-llama.json" ;;
+  profile)
+    # One call's worth of where-the-time-goes: the Llama prefill layer's chunks per kernel
+    # (no neighbours), the MLP chunk with registers capped, the layer whole, and the two
+    # weakest suite cases (decode-shaped MLPs at B=1).
+    export PYTHONPATH="$PWD/python"
+    timeout 150 python3 bench/gpu/chunk_times.py --case llama_prefill_bf16 --profile \
+      --sources "$out/src" --out "$out/chunk-times.json" || true
+    timeout 60 python3 bench/gpu/module_probe.py --out "$out/module-probe.json" --each-kernel 128 \
+      "$out/src/llama_prefill_bf16_part2.py" "$out/src/llama_prefill_bf16_part2.py||*=128" || true
+    timeout 170 python3 bench/gpu/layers.py --only 'llama_prefill_fp16' --out "$out/layers-llama.json" || true
+    timeout 170 python3 bench/gpu/run.py --cases rmsnorm_mlp:1,rmsnorm_swiglu:1 \
+      --candidates 3 --warm 2 --sweep 4 --climb 1 --climb-width 6 --compile-budget 10 --compile-timeout 25 \
+      --out "$out/suite.json" --md "$out/suite.md" ;;
   *)
-    echo "unknown stage '$stage' (prepare, ttir, layers, family, family-tuned, attn, tune, prefill)" >&2
+    echo "unknown stage '$stage' (prepare, ttir, layers, family, family-tuned, attn, tune, prefill, profile)" >&2
     exit 2 ;;
 esac
