@@ -61,16 +61,18 @@ case "$stage" in
       "$out/src/llama_prefill_bf16_part3.py" "$out/src/llama_prefill_bf16_part3.py||*=128" || true
     timeout 200 python3 bench/gpu/layers.py --only 'llama_prefill_fp16' --out "$out/layers-llama.json" ;;
   profile)
-    # One call's worth of where-the-time-goes: the Llama prefill layer's chunks per kernel
-    # (no neighbours), the MLP chunk with registers capped, the layer whole, and the two
-    # weakest suite cases (decode-shaped MLPs at B=1).
+    # One call's worth of where-the-time-goes: the Llama prefill and decode layers' chunks
+    # per kernel (no neighbours), the prefill MLP chunk with registers capped, the prefill
+    # layer whole, and the two weakest suite cases (decode-shaped MLPs at B=1).
     export PYTHONPATH="$PWD/python"
-    timeout 150 python3 bench/gpu/chunk_times.py --case llama_prefill_bf16 --profile \
+    timeout 130 python3 bench/gpu/chunk_times.py --case llama_prefill_bf16 --profile \
       --sources "$out/src" --out "$out/chunk-times.json" || true
-    timeout 60 python3 bench/gpu/module_probe.py --out "$out/module-probe.json" --each-kernel 128 \
+    timeout 50 python3 bench/gpu/module_probe.py --out "$out/module-probe.json" --each-kernel 128 \
       "$out/src/llama_prefill_bf16_part2.py" "$out/src/llama_prefill_bf16_part2.py||*=128" || true
-    timeout 170 python3 bench/gpu/layers.py --only 'llama_prefill_fp16' --out "$out/layers-llama.json" || true
-    timeout 170 python3 bench/gpu/run.py --cases rmsnorm_mlp:1,rmsnorm_swiglu:1 \
+    timeout 100 python3 bench/gpu/chunk_times.py --case llama_decode_bf16 --profile \
+      --sources "$out/src" --out "$out/chunk-times-decode.json" || true
+    timeout 140 python3 bench/gpu/layers.py --only 'llama_prefill_fp16' --out "$out/layers-llama.json" || true
+    timeout 130 python3 bench/gpu/run.py --cases rmsnorm_mlp:1,rmsnorm_swiglu:1 \
       --candidates 3 --warm 2 --sweep 4 --climb 1 --climb-width 6 --compile-budget 10 --compile-timeout 25 \
       --out "$out/suite.json" --md "$out/suite.md" ;;
   *)

@@ -329,6 +329,14 @@ pub struct Plan<'a> {
     pub kernel_warps: Vec<Option<u32>>,
     /// See `kernel_warps`.
     pub kernel_stages: Vec<Option<u32>>,
+    /// A cap on the registers a thread of every kernel may take (Triton's
+    /// `maxnreg` launch option; `maxnreg` of a configuration), and each
+    /// kernel's own (`maxnreg_k<i>`, where a program has several): none by
+    /// default. A GEMM tile at 8 warps whose epilogue takes it past 128
+    /// registers a thread runs one program an SM; capped at 128, two.
+    pub maxnreg: Option<u32>,
+    /// See `maxnreg`.
+    pub kernel_maxnreg: Vec<Option<u32>>,
     /// Per kernel (launch order), blocks of axes that the kernel only loops
     /// over (`BLOCK_<axis>__k<i>` of a configuration): such a kernel may
     /// take its own block, since no buffer it reads or writes depends on it
@@ -347,6 +355,9 @@ pub struct Plan<'a> {
 pub const WARPS: [u32; 4] = [1, 2, 4, 8];
 /// The legal `num_stages` values of a configuration.
 pub const STAGES: [u32; 5] = [1, 2, 3, 4, 5];
+/// The legal `maxnreg` values of a configuration: 65,536 registers an SM
+/// shared by 1-4 programs of 4 or 8 warps (255: no cap).
+pub const MAXNREG: [u32; 6] = [64, 80, 96, 128, 168, 255];
 
 /// Python names of dtypes.
 pub fn tl_dtype(d: DType) -> &'static str {

@@ -85,6 +85,8 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
         stages: 2,
         kernel_warps: vec![None; n],
         kernel_stages: vec![None; n],
+        maxnreg: None,
+        kernel_maxnreg: vec![None; n],
         kernel_blocks: vec![IndexMap::new(); n],
         stat_blocks: vec![IndexMap::new(); n],
     };

@@ -1,6 +1,6 @@
 //! A function's `schedule` attribute applied to its plan.
 
-use crate::{py_ident, Plan, STAGES, WARPS};
+use crate::{py_ident, Plan, MAXNREG, STAGES, WARPS};
 use efir_ir::Attr;
 
 /// Apply a function's `schedule` attribute (the string a tuner records,
@@ -26,22 +26,22 @@ pub(crate) fn apply_schedule(p: &mut Plan<'_>) -> Result<(), String> {
             .map_err(|_| format!("schedule entry `{part}`: `{v}` is not a positive integer"))?;
         // `num_warps_k<i>` / `num_stages_k<i>`: one kernel's, where there
         // are several.
-        let per_kernel = k
-            .strip_prefix("num_warps_k")
-            .map(|i| (true, i))
-            .or_else(|| k.strip_prefix("num_stages_k").map(|i| (false, i)))
+        // `maxnreg_k<i>` likewise.
+        let per_kernel = [("num_warps_k", 0), ("num_stages_k", 1), ("maxnreg_k", 2)]
+            .iter()
+            .find_map(|(pre, what)| Some((*what, k.strip_prefix(pre)?)))
             .and_then(|(w, i)| Some((w, i.parse::<usize>().ok()?)))
             .filter(|(_, i)| *i < p.kernels.len() && p.kernels.len() > 1);
-        if let Some((w, i)) = per_kernel {
-            let legal: &[u32] = if w { &WARPS } else { &STAGES };
+        if let Some((what, i)) = per_kernel {
+            let legal: &[u32] = [&WARPS[..], &STAGES[..], &MAXNREG[..]][what];
             let n = u32::try_from(n)
                 .ok()
                 .filter(|n| legal.contains(n))
                 .ok_or_else(|| format!("schedule entry `{part}`: {k} must be one of {legal:?}"))?;
-            if w {
-                p.kernel_warps[i] = Some(n);
-            } else {
-                p.kernel_stages[i] = Some(n);
+            match what {
+                0 => p.kernel_warps[i] = Some(n),
+                1 => p.kernel_stages[i] = Some(n),
+                _ => p.kernel_maxnreg[i] = Some(n),
             }
             continue;
         }
@@ -81,6 +81,15 @@ pub(crate) fn apply_schedule(p: &mut Plan<'_>) -> Result<(), String> {
             continue;
         }
         match k {
+            "maxnreg" => {
+                let n = u32::try_from(n)
+                    .ok()
+                    .filter(|n| MAXNREG.contains(n))
+                    .ok_or_else(|| {
+                        format!("schedule entry `{part}`: maxnreg must be one of {MAXNREG:?}")
+                    })?;
+                p.maxnreg = Some(n);
+            }
             "num_warps" | "num_stages" => {
                 let (legal, slot): (&[u32], &mut u32) = if k == "num_warps" {
                     (&WARPS, &mut p.warps)
@@ -97,7 +106,7 @@ pub(crate) fn apply_schedule(p: &mut Plan<'_>) -> Result<(), String> {
             }
             _ => {
                 let id = k.strip_prefix("BLOCK_").ok_or_else(|| {
-                    format!("schedule entry `{part}`: unknown parameter `{k}` (BLOCK_<axis>, num_warps, num_stages, num_warps_k<i>, num_stages_k<i> of a program with several kernels)")
+                    format!("schedule entry `{part}`: unknown parameter `{k}` (BLOCK_<axis>, num_warps, num_stages, maxnreg, num_warps_k<i>, num_stages_k<i>, maxnreg_k<i> of a program with several kernels)")
                 })?;
                 let info = p
                     .axes

@@ -49,6 +49,7 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
         // (group, schedule) pairs whose group launch ran out of resources
         let _ = writeln!(out, "\n_UNGROUPED = set()");
     }
+    let _ = write!(out, "{REGS_HELPER}");
     let _ = writeln!(out);
     run_function(&mut out, p, &ks, &groups);
     Ok(out)
@@ -200,6 +201,9 @@ fn configuration(p: &Plan<'_>, ks: &[EmittedKernel]) -> Result<(Vec<String>, Vec
     }
     defaults.push(format!("    \"num_warps\": {},", p.warps));
     defaults.push(format!("    \"num_stages\": {},", p.stages));
+    if let Some(r) = p.maxnreg {
+        defaults.push(format!("    \"maxnreg\": {r},"));
+    }
     let list = |xs: &[u32]| xs.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
     space.push(format!("    \"num_warps\": [{}],", list(&crate::WARPS)));
     space.push(format!("    \"num_stages\": [{}],", list(&crate::STAGES)));
@@ -212,6 +216,9 @@ fn configuration(p: &Plan<'_>, ks: &[EmittedKernel]) -> Result<(Vec<String>, Vec
             }
             if let Some(s) = p.kernel_stages.get(i).copied().flatten() {
                 defaults.push(format!("    \"num_stages_k{i}\": {s},"));
+            }
+            if let Some(r) = p.kernel_maxnreg.get(i).copied().flatten() {
+                defaults.push(format!("    \"maxnreg_k{i}\": {r},"));
             }
             space.push(format!(
                 "    \"num_warps_k{i}\": [{}],",
@@ -387,8 +394,8 @@ fn run_function(out: &mut String, p: &Plan<'_>, ks: &[EmittedKernel], groups: &[
             .iter()
             .map(|c| {
                 format!(
-                    "{} == {} and {} == {}",
-                    c.warps, calls[0].warps, c.stages, calls[0].stages
+                    "{} == {} and {} == {} and {} == {}",
+                    c.warps, calls[0].warps, c.stages, calls[0].stages, c.regs, calls[0].regs
                 )
             })
             .collect();
@@ -473,6 +480,8 @@ struct Launch {
     args: Vec<String>,
     warps: String,
     stages: String,
+    /// The `maxnreg` cap (a Python expression, None for none).
+    regs: String,
 }
 
 impl Launch {
@@ -482,6 +491,7 @@ impl Launch {
         let mut all = args.to_vec();
         all.push(format!("num_warps={}", self.warps));
         all.push(format!("num_stages={}", self.stages));
+        all.push(format!("**_regs({})", self.regs));
         format!("{kernel}[({grid},)]({})", all.join(", "))
     }
 }
@@ -580,14 +590,19 @@ fn launch(out: &mut String, p: &Plan<'_>, k: &Kernel, ek: &EmittedKernel) -> Lau
         }
     }
     args.extend(consts);
-    let (warps, stages) = if p.kernels.len() > 1 {
+    let (warps, stages, regs) = if p.kernels.len() > 1 {
         let i = k.index;
         (
             format!("cfg.get(\"num_warps_k{i}\", cfg[\"num_warps\"])"),
             format!("cfg.get(\"num_stages_k{i}\", cfg[\"num_stages\"])"),
+            format!("cfg.get(\"maxnreg_k{i}\", cfg.get(\"maxnreg\"))"),
         )
     } else {
-        ("cfg[\"num_warps\"]".into(), "cfg[\"num_stages\"]".into())
+        (
+            "cfg[\"num_warps\"]".into(),
+            "cfg[\"num_stages\"]".into(),
+            "cfg.get(\"maxnreg\")".into(),
+        )
     };
     Launch {
         name: ek.name.clone(),
@@ -595,8 +610,18 @@ fn launch(out: &mut String, p: &Plan<'_>, k: &Kernel, ek: &EmittedKernel) -> Lau
         args,
         warps,
         stages,
+        regs,
     }
 }
+
+/// The launch option capping a kernel's registers where the configuration
+/// has one (`maxnreg`, `maxnreg_k<i>`; Triton's interpreter ignores it).
+const REGS_HELPER: &str = r#"
+
+def _regs(n):
+    """Triton's `maxnreg` launch option where the configuration caps a kernel's registers."""
+    return {} if n is None else {"maxnreg": n}
+"#;
 
 /// The host helper of a program with symbolic extents: checks the inputs
 /// against `INPUTS` (a string dim is a symbolic extent) and returns the
