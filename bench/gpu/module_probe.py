@@ -39,8 +39,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--each-kernel", type=int, default=0)
-    ap.add_argument("cases", nargs="+")
+    ap.add_argument("--profile", action="store_true", help="also each kernel's time (torch.profiler)")
+    ap.add_argument("--list", default="", help="a file of further cases, one a line")
+    ap.add_argument("cases", nargs="*")
     a = ap.parse_args()
+    if a.list:
+        a.cases += [l.strip() for l in open(a.list) if l.strip() and not l.startswith("#")]
     if a.each_kernel:
         import re
         extra = []
@@ -60,10 +64,22 @@ def main():
         torch.manual_seed(0)
         xs = [(torch.randn(s, device="cuda") * 0.5).to(dt) for _, s, dt in mod.INPUTS]
         fn = lambda: mod.run(*xs, config=cfg)  # noqa: E731
-        fn()
-        torch.cuda.synchronize()
-        us = triton.testing.do_bench_cudagraph(fn, rep=60) * 1000.0
+        try:
+            fn()
+            torch.cuda.synchronize()
+            us = triton.testing.do_bench_cudagraph(fn, rep=60) * 1000.0
+        except Exception as e:  # noqa: BLE001 (a schedule that does not compile or fit)
+            rows.append({"case": c, "error": f"{type(e).__name__}: {str(e)[:200]}"})
+            print(json.dumps(rows[-1]), flush=True)
+            continue
         rows.append({"case": c, "us": us})
+        if a.profile:
+            from torch.profiler import ProfilerActivity, profile
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(3):
+                    fn()
+                torch.cuda.synchronize()
+            rows[-1]["kernel_us"] = [(e.key, round(e.device_time_total / e.count, 1)) for e in prof.key_averages() if e.device_time_total > 0]
         print(json.dumps(rows[-1]), flush=True)
         json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, open(a.out, "w"), indent=1)
 
