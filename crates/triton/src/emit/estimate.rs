@@ -54,6 +54,9 @@ pub struct KernelEstimate {
     pub time_us: f64,
     /// Whether it has a GEMM tile (see [`gemm_tile`]).
     pub gemm: bool,
+    /// The bytes one stage of its pipelined (`tl.dot`) loops' tiles takes
+    /// in shared memory (the largest loop's).
+    pub stage_bytes: f64,
 }
 
 /// The latency of one loop trip of a program (microseconds), a lower bound
@@ -151,6 +154,29 @@ fn on_tensor_cores(w: &Work, size: &dyn Fn(&str) -> f64, raw: &dyn Fn(&str) -> f
             })
 }
 
+/// Whether a kernel loads, after its K loop, a block of its matmul's
+/// output tile (an epilogue operand: the up projection's tile that the
+/// gate projection's `silu(gate) * up` multiplies).
+pub(crate) fn epilogue_tile_load(k: &EmittedKernel) -> bool {
+    let tiles: Vec<(&String, &String)> = k
+        .work
+        .iter()
+        .filter(|w| w.flops && w.sizes.len() >= 3)
+        .map(|w| {
+            let n = w.sizes.len();
+            (&w.sizes[n - 3], &w.sizes[n - 1])
+        })
+        .collect();
+    k.work.iter().any(|w| {
+        !w.flops
+            && w.source > 0.0
+            && w.loops.is_empty()
+            && tiles
+                .iter()
+                .any(|(r, c)| w.sizes.contains(r) && w.sizes.contains(c))
+    })
+}
+
 /// Whether a kernel has a causally clipped loop (attention's).
 fn causal_kernel(k: &EmittedKernel) -> bool {
     k.work.iter().flat_map(|w| &w.loops).any(|l| is_clipped(l))
@@ -211,6 +237,20 @@ fn tile_shape_factor(m: f64, n: f64) -> f64 {
 /// spill terms.
 fn made_spill(acc: f64, operand: f64) -> f64 {
     ((acc + 1.9 * operand + 13.0) / 255.0).powi(2).max(1.0)
+}
+
+/// The spill factor of a product on the CUDA cores (multiply-and-sum: a
+/// GEMV's K loop) from its product block's and loaded operand's 32-bit
+/// words a thread, `x`: such a kernel takes about `1.1 x + 40` registers a
+/// thread of 255 (Llama decode's gate/up GEMV, bf16, sm_90 at 4 warps:
+/// [1, 256, 64] blocks 252 registers, [1, 256, 32] 144, [1, 128, 32] 80,
+/// [1, 256, 16] 86; at 8 warps [1, 256, 64] 144; [1, 512, 64] 255 with
+/// 632 bytes spilled, `bench/gpu/ttir_static.py`'s compile), squared
+/// beyond it as the other spill terms. On the H100 that spilling kernel
+/// took 145 us where [1, 256, 32] took 84 (`bench/gpu/module_probe.py`,
+/// bench/results/2026-12-06-s37-h100-probe.json).
+fn cuda_core_spill(x: f64) -> f64 {
+    ((1.1 * x + 40.0) / 255.0).powi(2).max(1.0)
 }
 
 /// The H200's dense fp16 matmul rate (flop/s).
@@ -583,12 +623,15 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
         // memory, num_stages of each: beyond the SM's 227 KB the kernel may
         // not compile (bench/gpu/run.py counts such schedules infeasible).
         // (Loops one after another reuse it: the largest counts.)
-        let staged: f64 = nests
+        let stage_bytes: f64 = nests
             .iter()
             .filter(|n| n.dot)
-            .map(|n| n.tile_bytes * stages)
+            .map(|n| n.tile_bytes)
             .fold(0.0, f64::max);
-        est.shared_bytes = est.shared_bytes.max(staged);
+        if let Some(d) = detail.last_mut() {
+            d.stage_bytes = stage_bytes;
+        }
+        est.shared_bytes = est.shared_bytes.max(stage_bytes * stages);
     }
     // Blocks far beyond what fits in registers spill (or do not compile):
     // scale a kernel's time by how far its largest block overshoots 32K
@@ -619,6 +662,7 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
         let mut acc_regs: IndexMap<(Vec<String>, String, String), f64> = IndexMap::new();
         let mut tile_regs: IndexMap<(Vec<String>, Vec<String>), f64> = IndexMap::new();
         let mut made_regs: f64 = 1.0;
+        let mut cuda_regs: f64 = 1.0;
         for w in &k.work {
             let v: Vec<f64> = w.sizes.iter().map(|s| size(s)).collect();
             let fp = if w.flops && v.len() >= 3 {
@@ -655,6 +699,15 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
                     }
                     acc
                 } else {
+                    if !on_tensor_cores(w, &size, &|a| raw_block(&ov, a)) {
+                        // Multiply-and-sum: the product block is whole in
+                        // registers (f32) beside its loaded operand.
+                        let threads = 32.0 * warps.max(1.0);
+                        let prod = batch * v[n - 3] * v[n - 2] * v[n - 1];
+                        let operand = batch * v[n - 2] * v[n - 1].max(v[n - 3]);
+                        cuda_regs =
+                            cuda_regs.max(cuda_core_spill((prod + operand / 2.0) / threads));
+                    }
                     batch * (v[n - 3] * v[n - 2] + v[n - 2] * v[n - 1] + v[n - 3] * v[n - 1])
                 }
             } else {
@@ -678,6 +731,7 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
             .powi(2)
             .max((tile_regs / 192.0).powi(2))
             .max(made_regs)
+            .max(cuda_regs)
             .max(1.0);
         let scale = (own / 32768.0).max(spill);
         time += times[ki] * scale;

@@ -43,6 +43,12 @@ const GEMM_SEEDS: [(u64, u64, u64); 5] = [
     (128, 64, 64),
 ];
 
+/// Shared memory a program's pipelined tiles may take for two programs to
+/// share an SM beside their epilogue's scratch (228 KB an SM on the H100
+/// and H200, 1 KB of it reserved a program; the gate projection's
+/// 128x128x64 tiles at 4 stages: 96 KB, 115 KB in all).
+const EPILOGUE_SHARED: f64 = 100_000.0;
+
 /// Rounds of coordinate descent over the default blocks.
 const DESCENT_ROUNDS: usize = 4;
 
@@ -397,6 +403,45 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
             best = e;
         } else {
             p.stages = 2;
+        }
+    }
+    // A GEMM tile's kernel at 8 warps whose epilogue loads another tile
+    // takes past 128 registers a thread (Llama's prefill gate projection,
+    // `silu(gate) * up` after its K loop: 173, one program an SM; 122
+    // without the sigmoid, sm_90 compile); capped at 128 (8 bytes spilled)
+    // two programs share an SM where their stages fit: on the H100 156.7 ->
+    // 140.5 us, where the same cap on the up projection (no epilogue load)
+    // measured 130.4 -> 132.2 (`bench/gpu/module_probe.py`,
+    // bench/results/2026-12-06-s37-h100-probe.json). Not a kernel of a
+    // launch group (its members share their launch options).
+    if gemm_plan {
+        let groups = super::host::launch_groups(p, &ks);
+        let detail = estimate_detail(p, &ks).1;
+        for (ki, k) in ks.iter().enumerate() {
+            let d = &detail[ki];
+            let warps = p.kernel_warps.get(ki).copied().flatten().unwrap_or(p.warps);
+            let stages = p
+                .kernel_stages
+                .get(ki)
+                .copied()
+                .flatten()
+                .unwrap_or(p.stages);
+            let alone = groups.iter().any(|g| g == &[ki]);
+            // (Triton keeps num_stages - 1 of the loop's tiles in flight.)
+            let fits_two = d.stage_bytes * f64::from(stages.max(2) - 1) <= EPILOGUE_SHARED;
+            if d.gemm
+                && warps == 8
+                && alone
+                && fits_two
+                && !causal_kernel(k)
+                && epilogue_tile_load(k)
+            {
+                if p.kernels.len() == 1 {
+                    p.maxnreg = Some(128);
+                } else {
+                    p.kernel_maxnreg[ki] = Some(128);
+                }
+            }
         }
     }
     // A kernel's block equal to its axis's is no block of its own.
