@@ -10,6 +10,7 @@ import re
 
 MAX_BLOCK = 256  # sampled BLOCK_* values at most this
 WARPS = (2, 4, 8)
+REG_CAP = 128  # the registers a thread the register-cap move tries at 8 warps
 STAGES = (2, 3, 4, 5)
 
 
@@ -28,8 +29,10 @@ def neighbours(cfg, space, keys=None):
     prefill at B=16 ran query blocks of 128 at 4 warps in 603 us, of 64 at 4
     warps in 468 us, and a block-only move never reaches 128 at 8 warps), a
     num_warps or num_stages value (the program's, or one kernel's
-    `num_warps_*`/`num_stages_*`) changed by one step. `keys`, if given:
-    only those parameters move."""
+    `num_warps_*`/`num_stages_*`) changed by one step, and at 8 warps the
+    registers capped at REG_CAP (`maxnreg`, `maxnreg_k<i>`; not in
+    CONFIG_SPACE) or the cap lifted. `keys`, if given: only those
+    parameters move (the cap with its warps)."""
     out = []
     # num_warps moving with a block: 0 (no joint move) where it cannot.
     wspace = space.get("num_warps") or ()
@@ -52,6 +55,16 @@ def neighbours(cfg, space, keys=None):
             for x in (w * 2, w // 2):
                 if x in WARPS and x in v:
                     out.append({**cfg, k: x})
+            # At 8 warps, registers capped at 128 a thread (two programs an
+            # SM; `maxnreg`, `maxnreg_k<i>` of the generated module), or the
+            # cap lifted: Llama's prefill gate projection, 173 registers,
+            # ran 156.7 us uncapped and 140.5 capped on the H100.
+            if w == 8:
+                cap = "maxnreg" + k[len("num_warps"):]
+                if cap in cfg:
+                    out.append({c: x for c, x in cfg.items() if c != cap})
+                else:
+                    out.append({**cfg, cap: REG_CAP})
         elif _stages_key(k):
             st = int(cfg.get(k, 2))
             for x in (st + 1, st - 1):

@@ -103,6 +103,22 @@ def test_neighbours_double_a_block_with_its_warps():
     assert all(c["num_warps"] == 4 for c in tune.neighbours(cfg, space, {"BLOCK_m"}))
 
 
+def test_neighbours_cap_registers_at_eight_warps():
+    space = {"BLOCK_m": [64, 128], "num_warps": [4, 8], "num_warps_k1": [4, 8], "num_stages": [3, 4]}
+    cfg = {"BLOCK_m": 128, "num_warps": 4, "num_warps_k1": 8, "num_stages": 4}
+    nbs = tune.neighbours(cfg, space)
+    # kernel 1 at 8 warps: capped at 128 registers; the program's 4 warps: no cap
+    assert {**cfg, "maxnreg_k1": 128} in nbs
+    assert not any("maxnreg" in c for c in nbs)
+    # a capped schedule's neighbours lift the cap
+    capped = {**cfg, "maxnreg_k1": 128}
+    assert cfg in tune.neighbours(capped, space)
+    # only with its warps' key
+    assert not any("maxnreg_k1" in c for c in tune.neighbours(cfg, space, {"BLOCK_m"}))
+    # the schedule attribute carries it (efir-translate accepts maxnreg_k<i>)
+    assert "maxnreg_k1=128" in tune.schedule_text(capped)
+
+
 def test_samples_include_whole_rows_where_a_domain_holds_them():
     import random
 
@@ -417,12 +433,17 @@ def test_search_tunes_one_kernel_at_a_time():
     seen = [tuple(sorted(c.items())) for c in batches[0]]
     for b in batches[1:]:
         moved = set()
+        def diff(s, c):
+            return {k for k in set(s) | set(c) if s.get(k) != c.get(k)}
+
         for c in b:
-            # one step from a measured schedule (a block, or a block and num_warps with it)
-            near = [dict(s) for s in seen if sum(dict(s)[k] != c[k] for k in c) == 1]
-            near += [dict(s) for s in seen if sum(dict(s)[k] != c[k] for k in c) == 2 and dict(s)["num_warps"] != c["num_warps"]]
+            # one step from a measured schedule (a block, or a block and
+            # num_warps with it, or the register cap at 8 warps)
+            near = [dict(s) for s in seen if len(diff(dict(s), c)) == 1]
+            near += [dict(s) for s in seen if len(diff(dict(s), c)) == 2 and dict(s)["num_warps"] != c["num_warps"]]
             assert near, c
-            moved |= {k for k in c if c[k] != near[0][k]}
+            # (the cap moves with its warps' group)
+            moved |= {k.replace("maxnreg", "num_warps") for k in diff(near[0], c)}
         assert any(moved <= set(g) for g in gs), moved  # one group per round
         seen += [tuple(sorted(c.items())) for c in b]
     assert res["measured"] < 120
