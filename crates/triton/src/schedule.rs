@@ -24,20 +24,23 @@ pub(crate) fn apply_schedule(p: &mut Plan<'_>) -> Result<(), String> {
         let n: u64 = v
             .parse()
             .map_err(|_| format!("schedule entry `{part}`: `{v}` is not a positive integer"))?;
-        // `num_warps_k<i>` / `num_stages_k<i>`: one kernel's, where there
-        // are several.
-        // `maxnreg_k<i>` likewise.
+        // The value of a launch option (`num_warps`, `num_stages`,
+        // `maxnreg`, or one kernel's) from its legal ones.
+        let legal = |legal: &[u32]| {
+            u32::try_from(n)
+                .ok()
+                .filter(|n| legal.contains(n))
+                .ok_or_else(|| format!("schedule entry `{part}`: {k} must be one of {legal:?}"))
+        };
+        // `num_warps_k<i>` / `num_stages_k<i>` / `maxnreg_k<i>`: one
+        // kernel's, where there are several.
         let per_kernel = [("num_warps_k", 0), ("num_stages_k", 1), ("maxnreg_k", 2)]
             .iter()
             .find_map(|(pre, what)| Some((*what, k.strip_prefix(pre)?)))
             .and_then(|(w, i)| Some((w, i.parse::<usize>().ok()?)))
             .filter(|(_, i)| *i < p.kernels.len() && p.kernels.len() > 1);
         if let Some((what, i)) = per_kernel {
-            let legal: &[u32] = [&WARPS[..], &STAGES[..], &MAXNREG[..]][what];
-            let n = u32::try_from(n)
-                .ok()
-                .filter(|n| legal.contains(n))
-                .ok_or_else(|| format!("schedule entry `{part}`: {k} must be one of {legal:?}"))?;
+            let n = legal([&WARPS[..], &STAGES[..], &MAXNREG[..]][what])?;
             match what {
                 0 => p.kernel_warps[i] = Some(n),
                 1 => p.kernel_stages[i] = Some(n),
@@ -81,29 +84,9 @@ pub(crate) fn apply_schedule(p: &mut Plan<'_>) -> Result<(), String> {
             continue;
         }
         match k {
-            "maxnreg" => {
-                let n = u32::try_from(n)
-                    .ok()
-                    .filter(|n| MAXNREG.contains(n))
-                    .ok_or_else(|| {
-                        format!("schedule entry `{part}`: maxnreg must be one of {MAXNREG:?}")
-                    })?;
-                p.maxnreg = Some(n);
-            }
-            "num_warps" | "num_stages" => {
-                let (legal, slot): (&[u32], &mut u32) = if k == "num_warps" {
-                    (&WARPS, &mut p.warps)
-                } else {
-                    (&STAGES, &mut p.stages)
-                };
-                let n = u32::try_from(n)
-                    .ok()
-                    .filter(|n| legal.contains(n))
-                    .ok_or_else(|| {
-                        format!("schedule entry `{part}`: {k} must be one of {legal:?}")
-                    })?;
-                *slot = n;
-            }
+            "maxnreg" => p.maxnreg = Some(legal(&MAXNREG)?),
+            "num_warps" => p.warps = legal(&WARPS)?,
+            "num_stages" => p.stages = legal(&STAGES)?,
             _ => {
                 let id = k.strip_prefix("BLOCK_").ok_or_else(|| {
                     format!("schedule entry `{part}`: unknown parameter `{k}` (BLOCK_<axis>, num_warps, num_stages, maxnreg, num_warps_k<i>, num_stages_k<i>, maxnreg_k<i> of a program with several kernels)")

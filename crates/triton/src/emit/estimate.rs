@@ -187,6 +187,18 @@ fn kernel_warps(p: &Plan<'_>, ki: usize) -> f64 {
     f64::from(p.kernel_warps.get(ki).copied().flatten().unwrap_or(p.warps))
 }
 
+/// The stages of kernel `i`'s pipelined loops at the plan's schedule (its
+/// own, else the plan's).
+fn kernel_stages(p: &Plan<'_>, ki: usize) -> f64 {
+    f64::from(
+        p.kernel_stages
+            .get(ki)
+            .copied()
+            .flatten()
+            .unwrap_or(p.stages),
+    )
+}
+
 /// Shared memory a block of the H200 may use (227 KB).
 const SHARED_BYTES: f64 = 232_448.0;
 
@@ -583,13 +595,7 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
         // divided by the loads in flight (num_stages - 1) where Triton
         // pipelines the loop (a `tl.dot` in it); programs beyond those an SM
         // keeps resident run in further waves.
-        let stages = f64::from(
-            p.kernel_stages
-                .get(ki)
-                .copied()
-                .flatten()
-                .unwrap_or(p.stages),
-        );
+        let stages = kernel_stages(p, ki);
         let resident = gpu.sms * (gpu.resident_warps / warps.max(1.0)).max(1.0);
         let waves = (programs / resident).ceil().max(1.0);
         let serial: f64 = nests

@@ -419,18 +419,11 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
         let detail = estimate_detail(p, &ks).1;
         for (ki, k) in ks.iter().enumerate() {
             let d = &detail[ki];
-            let warps = p.kernel_warps.get(ki).copied().flatten().unwrap_or(p.warps);
-            let stages = p
-                .kernel_stages
-                .get(ki)
-                .copied()
-                .flatten()
-                .unwrap_or(p.stages);
             let alone = groups.iter().any(|g| g == &[ki]);
             // (Triton keeps num_stages - 1 of the loop's tiles in flight.)
-            let fits_two = d.stage_bytes * f64::from(stages.max(2) - 1) <= EPILOGUE_SHARED;
+            let fits_two = d.stage_bytes * (kernel_stages(p, ki) - 1.0).max(1.0) <= EPILOGUE_SHARED;
             if d.gemm
-                && warps == 8
+                && kernel_warps(p, ki) == 8.0
                 && alone
                 && fits_two
                 && !causal_kernel(k)
