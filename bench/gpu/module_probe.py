@@ -41,6 +41,8 @@ def main():
     ap.add_argument("--each-kernel", type=int, default=0)
     ap.add_argument("--profile", action="store_true", help="also each kernel's time (torch.profiler)")
     ap.add_argument("--list", default="", help="a file of further cases, one a line")
+    ap.add_argument("--check", action="store_true",
+                    help="compare each case's output with the first case's on the same inputs (rel L2)")
     ap.add_argument("cases", nargs="*")
     a = ap.parse_args()
     if a.list:
@@ -55,6 +57,7 @@ def main():
         a.cases = a.cases + extra
     KernelInterface.__getitem__ = _getitem
     rows = []
+    refs = {}
     for c in a.cases:
         py, cfg, caps = (c.split("|") + ["", ""])[:3]
         cfg = json.loads(cfg) if cfg else None
@@ -65,14 +68,25 @@ def main():
         xs = [(torch.randn(s, device="cuda") * 0.5).to(dt) for _, s, dt in mod.INPUTS]
         fn = lambda: mod.run(*xs, config=cfg)  # noqa: E731
         try:
-            fn()
+            out = fn()
             torch.cuda.synchronize()
+            if a.check:
+                key = repr(mod.INPUTS)
+                o = (out[0] if isinstance(out, (tuple, list)) else out).float()
+                if key not in refs:
+                    refs[key] = o.clone()
+                    rel = 0.0
+                else:
+                    r = refs[key]
+                    rel = float((o - r).norm() / r.norm().clamp_min(1e-30))
             us = triton.testing.do_bench_cudagraph(fn, rep=60) * 1000.0
         except Exception as e:  # noqa: BLE001 (a schedule that does not compile or fit)
             rows.append({"case": c, "error": f"{type(e).__name__}: {str(e)[:200]}"})
             print(json.dumps(rows[-1]), flush=True)
             continue
         rows.append({"case": c, "us": us})
+        if a.check:
+            rows[-1]["rel_l2_vs_first"] = rel
         if a.profile:
             from torch.profiler import ProfilerActivity, profile
             with profile(activities=[ProfilerActivity.CUDA]) as prof:

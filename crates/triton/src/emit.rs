@@ -200,6 +200,17 @@ struct KernelEmitter<'p, 'a> {
     /// a variable reads the f32 one instead (see
     /// [`KernelEmitter::emit_pointwise`]).
     unrounded: HashMap<String, String>,
+    /// f32 block variables that are another block expression times a
+    /// positive constant, `var = base * c` (the softmax scale of attention's
+    /// scores, through the causal mask's `-inf` select and views): `(base,
+    /// c)`. A maximum over such a block is the base's maximum times `c`, and
+    /// `exp(var - m)` is `exp2(base * (c * log2(e)) - m * log2(e))`: one
+    /// fused multiply-add per element, the scale folded into FlashAttention's
+    /// `log2(e)` (see [`KernelEmitter::tile_reduce_at`] and
+    /// [`KernelEmitter::inline`]).
+    scaled: HashMap<String, (String, f64)>,
+    /// Scalar f32 constants by variable (`tl.full([], value, ...)`).
+    consts: HashMap<String, f64>,
     /// Matmul accumulators by name: where each is declared (depth, line),
     /// its block dims and initial value (see [`KernelEmitter::declare_acc`]).
     acc_decls: HashMap<String, AccDecl>,
@@ -405,6 +416,8 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
             pad16: Default::default(),
             sub_block: HashMap::new(),
             unrounded: HashMap::new(),
+            scaled: HashMap::new(),
+            consts: HashMap::new(),
             acc_decls: HashMap::new(),
             after_loop: HashMap::new(),
         }
@@ -519,6 +532,9 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
         let (dims, dd) = self.dims(&exts, lay)?;
         let depth = depth.max(dd);
         let var = self.fresh("v");
+        if let Some(sc) = self.scaled.get(&expr).cloned() {
+            self.scaled.insert(var.clone(), sc);
+        }
         self.line(depth, format!("{var} = {expr}"));
         Ok(Val::T(Blk {
             var,

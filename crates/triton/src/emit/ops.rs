@@ -155,6 +155,7 @@ impl KernelEmitter<'_, '_> {
         let rank = extents(&rt).len();
         let mut args = Vec::new();
         let mut vars = Vec::new();
+        let mut raw = Vec::new();
         let mut us = Vec::new();
         let mut depth = 0;
         let er = extents(&rt);
@@ -178,6 +179,7 @@ impl KernelEmitter<'_, '_> {
                 *uj |= ea[j] == Extent::N(1) && er[j + k] != Extent::N(1);
             }
             us.push((ea.len(), u));
+            raw.push(x.var.clone());
             args.push(expand(&x.var, x.dims.len(), rank));
             vars.push(args.last().cloned().unwrap_or_default());
         }
@@ -208,8 +210,57 @@ impl KernelEmitter<'_, '_> {
             if name == "ew.mul" && us.iter().all(|(ra, _)| *ra == rank) {
                 self.note_product(&b.var, &vars[0], &vars[1]);
             }
+            if dt == DType::F32 {
+                let full = us.iter().map(|(ra, _)| *ra == rank).collect::<Vec<_>>();
+                if let Some(sc) = self.scaled_result(name, &raw, &args, &full) {
+                    self.scaled.insert(b.var.clone(), sc);
+                }
+            }
         }
         Ok(y)
+    }
+
+    /// Where the f32 pointwise op `name` over blocks `raw` (their
+    /// expressions `args` at the result's rank; `full[i]` where operand `i`
+    /// has the result's rank) is a block times a positive constant: its base
+    /// expression and the constant (see [`KernelEmitter::scaled`]). A
+    /// product by a scalar constant, a cast of such a block to f32, and the
+    /// causal mask's `select(keep, x, -inf)` of one (`-inf` stays `-inf`
+    /// scaled by a positive constant).
+    fn scaled_result(
+        &self,
+        name: &str,
+        raw: &[String],
+        args: &[String],
+        full: &[bool],
+    ) -> Option<(String, f64)> {
+        let pos = |v: &String| {
+            self.consts
+                .get(v)
+                .copied()
+                .filter(|c| c.is_finite() && *c > 0.0)
+        };
+        let ninf = |v: &String| self.consts.get(v).copied() == Some(f64::NEG_INFINITY);
+        match (name, raw.len()) {
+            ("ew.mul", 2) => [(0, 1), (1, 0)].into_iter().find_map(|(i, j)| {
+                let c = pos(&raw[j])?;
+                full[i].then(|| (args[i].clone(), c))
+            }),
+            ("ew.cast", 1) if full[0] => self.scaled.get(&raw[0]).cloned(),
+            ("ew.select", 3) => {
+                let (keep, x, y) = (&args[0], &raw[1], &raw[2]);
+                if full[1] && ninf(y) {
+                    let (b, c) = self.scaled.get(x)?.clone();
+                    Some((format!("tl.where({keep}, {b}, {})", args[2]), c))
+                } else if full[2] && ninf(x) {
+                    let (b, c) = self.scaled.get(y)?.clone();
+                    Some((format!("tl.where({keep}, {}, {b})", args[1]), c))
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        }
     }
 
     /// `tensor.tuple` in a kernel (see [`KernelEmitter::emit_op`]).
@@ -248,6 +299,11 @@ impl KernelEmitter<'_, '_> {
         let exts: Vec<Extent> = t.shape.iter().map(Extent::of).collect();
         let (dims, depth) = self.dims(&exts, lay)?;
         let var = self.fresh("c");
+        if dims.is_empty() && matches!(t.dtype, DType::F32 | DType::F64) {
+            if let Some(c) = op.attrs.get("value").and_then(Attr::as_f64) {
+                self.consts.insert(var.clone(), c);
+            }
+        }
         self.line(
             depth,
             format!(
@@ -406,17 +462,27 @@ impl KernelEmitter<'_, '_> {
         // failed an assertion (LinearLayout::reshapeOuts) compiling an
         // attention kernel that indexed a 4-D block so and reshaped
         // it for a product.
-        let e = if !ea.is_empty() && nu_a.len() == ea.len() && er.len() > ea.len() && er.len() <= 2
-        {
-            let idx: Vec<&str> = (0..er.len())
-                .map(|j| if nu_r.contains(&j) { ":" } else { "None" })
-                .collect();
-            format!("{}[{}]", x.var, idx.join(", "))
-        } else {
-            format!("tl.reshape({}, {})", x.var, real_shape(&dims, &u))
+        let view = |x: &str| {
+            if !ea.is_empty() && nu_a.len() == ea.len() && er.len() > ea.len() && er.len() <= 2 {
+                let idx: Vec<&str> = (0..er.len())
+                    .map(|j| if nu_r.contains(&j) { ":" } else { "None" })
+                    .collect();
+                if x.chars().all(|ch| ch.is_alphanumeric() || ch == '_') {
+                    format!("{x}[{}]", idx.join(", "))
+                } else {
+                    format!("({x})[{}]", idx.join(", "))
+                }
+            } else {
+                format!("tl.reshape({x}, {})", real_shape(&dims, &u))
+            }
         };
+        let e = view(&x.var);
+        let scaled = self.scaled.get(&x.var).map(|(b, c)| (view(b), *c));
         let y = self.result(v, lay, e, depth.max(x.depth))?;
         if let Val::T(b) = &y {
+            if let Some(sc) = scaled {
+                self.scaled.insert(b.var.clone(), sc);
+            }
             self.set_units(&b.var, u);
             let n = er.len();
             self.note_view(&b.var, &x.var, |m| {

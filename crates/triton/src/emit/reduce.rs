@@ -164,12 +164,27 @@ impl KernelEmitter<'_, '_> {
                     ("tl.max", "float('-inf')")
                 };
                 let x = self.fresh("p");
-                let src = format!("({}).to(tl.float32)", x0.var);
+                // The maximum of a block scaled by a positive constant is
+                // its base's maximum, scaled (exactly: rounding is monotone).
+                let scaled = match name.as_str() {
+                    "red.max" => self.scaled.get(&x0.var).cloned(),
+                    _ => None,
+                };
+                let src = match &scaled {
+                    Some((b, _)) => format!("({b}).to(tl.float32)"),
+                    None => format!("({}).to(tl.float32)", x0.var),
+                };
                 for l in Self::pad_lines(&x, &src, &bd, d, rank, ident) {
                     self.line(depth, l);
                 }
+                // Where nothing was padded, later readers of the scaled
+                // block's base (the repair's exponent) read this variable.
+                if let (Some((_, c)), Even::Yes) = (&scaled, &bd.even) {
+                    self.scaled.insert(x0.var.clone(), (x.clone(), *c));
+                }
                 let var = self.fresh("s");
-                self.line(depth, format!("{var} = {fun}({x}, axis={d})"));
+                let scale = scaled.map_or(String::new(), |(_, c)| format!(" * {c:?}"));
+                self.line(depth, format!("{var} = {fun}({x}, axis={d}){scale}"));
                 let mut us = u;
                 us.remove(d);
                 self.set_units(&var, us);
@@ -207,6 +222,9 @@ impl KernelEmitter<'_, '_> {
                     let x = self.fresh("q");
                     self.line(depth, format!("{x} = ({}).to(tl.float32)", b.var));
                     self.note_copy(&x, &b.var, b.dtype, DType::F32);
+                    if let Some(sc) = self.scaled.get(&b.var).cloned() {
+                        self.scaled.insert(x.clone(), sc);
+                    }
                     let u = self.units(&b.var, rank);
                     self.set_units(&x, u.clone());
                     let n16 = match b.dtype {

@@ -160,7 +160,16 @@ impl KernelEmitter<'_, '_> {
                     ("ew.exp", [x]) if dt == DType::F32 && diffs.contains_key(x) => {
                         let (a, b) = &diffs[x];
                         let l = std::f64::consts::LOG2_E;
-                        format!("tl.exp2(({a}).to(tl.float32) * {l} - ({b}).to(tl.float32) * {l})")
+                        // A scaled block's scale folds into log2(e).
+                        match self.scaled.get(a) {
+                            Some((base, c)) => format!(
+                                "tl.exp2(({base}).to(tl.float32) * {:?} - ({b}).to(tl.float32) * {l})",
+                                c * l
+                            ),
+                            None => format!(
+                                "tl.exp2(({a}).to(tl.float32) * {l} - ({b}).to(tl.float32) * {l})"
+                            ),
+                        }
                     }
                     _ => pointwise(&op.name, &op.attrs, &xs, dt)?,
                 };
