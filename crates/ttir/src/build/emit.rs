@@ -97,6 +97,61 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         Ok(x)
     }
 
+    /// Block `x` (of a value with extents `ea`) viewed with extents `er`
+    /// (the same non-unit extents, at `nu_r`), as a block of `shape`.
+    fn reshape_value(
+        &self,
+        x: &Blk<'c, 'm>,
+        ea: &[u64],
+        er: &[u64],
+        nu_r: &[usize],
+        shape: &[u64],
+        depth: usize,
+    ) -> R<Value<'c, 'm>> {
+        let shape = shape.to_vec();
+        Ok(
+            if x.shape().iter().product::<u64>() == 1 && shape.is_empty() || shape == x.shape() {
+                x.v
+            } else if x.shape().is_empty() {
+                self.val(
+                    depth,
+                    "tt.splat",
+                    &[x.v],
+                    &ty_text(&shape, dtype_name(x.dt)),
+                    &[],
+                )?
+            } else if let Some(axes) = inserted_units(ea, er, nu_r, &x.shape(), &shape) {
+                // Only unit dims inserted: tt.expand_dims, as the
+                // Python build's `x[:, None]`. A tt.reshape gives its
+                // result a linear layout that Triton (3.6) may spread
+                // over every thread: ngpt's row scale (tensor<1xf32>
+                // reshaped to 1x1) made its 1x512 blocks spill (ptxas:
+                // 11 KB of spill stores, 27x slower on the H200).
+                let mut cur = x.shape();
+                let mut v = x.v;
+                for a in axes {
+                    cur.insert(a, 1);
+                    v = self.val(
+                        depth,
+                        "tt.expand_dims",
+                        &[v],
+                        &ty_text(&cur, dtype_name(x.dt)),
+                        &[("axis", format!("{a} : i32"))],
+                    )?;
+                }
+                v
+            } else {
+                self.val(
+                    depth,
+                    "tt.reshape",
+                    &[x.v],
+                    &ty_text(&shape, dtype_name(x.dt)),
+                    &[],
+                )?
+            },
+        )
+    }
+
     /// Cast block `x` to `to`.
     pub(super) fn cast(&self, x: &Blk<'c, 'm>, to: DType) -> R<Blk<'c, 'm>> {
         let from = x.dt;
@@ -385,47 +440,18 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 let (dims, depth) = self.dims(&er, lay)?;
                 let depth = depth.max(x.depth);
                 let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
-                let v = if x.shape().iter().product::<u64>() == 1 && shape.is_empty()
-                    || shape == x.shape()
-                {
-                    x.v
-                } else if x.shape().is_empty() {
-                    self.val(
+                let v = self.reshape_value(&x, &ea, &er, &nu_r, &shape, depth)?;
+                // A scaled block's base takes the same view.
+                if let Some((b, c)) = self.scaled.get(&raw(x.v)).cloned() {
+                    let bv = self.reshape_value(&b, &ea, &er, &nu_r, &shape, depth)?;
+                    let base = Blk {
+                        v: bv,
+                        dims: dims.clone(),
+                        dt: b.dt,
                         depth,
-                        "tt.splat",
-                        &[x.v],
-                        &ty_text(&shape, dtype_name(x.dt)),
-                        &[],
-                    )?
-                } else if let Some(axes) = inserted_units(&ea, &er, &nu_r, &x.shape(), &shape) {
-                    // Only unit dims inserted: tt.expand_dims, as the
-                    // Python build's `x[:, None]`. A tt.reshape gives its
-                    // result a linear layout that Triton (3.6) may spread
-                    // over every thread: ngpt's row scale (tensor<1xf32>
-                    // reshaped to 1x1) made its 1x512 blocks spill (ptxas:
-                    // 11 KB of spill stores, 27x slower on the H200).
-                    let mut cur = x.shape();
-                    let mut v = x.v;
-                    for a in axes {
-                        cur.insert(a, 1);
-                        v = self.val(
-                            depth,
-                            "tt.expand_dims",
-                            &[v],
-                            &ty_text(&cur, dtype_name(x.dt)),
-                            &[("axis", format!("{a} : i32"))],
-                        )?;
-                    }
-                    v
-                } else {
-                    self.val(
-                        depth,
-                        "tt.reshape",
-                        &[x.v],
-                        &ty_text(&shape, dtype_name(x.dt)),
-                        &[],
-                    )?
-                };
+                    };
+                    self.scaled.insert(raw(v), (base, c));
+                }
                 Ok(Blk {
                     v,
                     dims,

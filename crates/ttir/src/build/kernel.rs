@@ -194,6 +194,7 @@ pub(super) fn kernel(
                     .collect(),
                 zero_padded: HashMap::new(),
                 unrounded: HashMap::new(),
+                scaled: HashMap::new(),
                 unmasked: HashMap::new(),
                 reloaded: HashMap::new(),
                 stat: p

@@ -328,6 +328,11 @@ struct Em<'c, 'm, 'p, 'a> {
     /// A 16-bit matmul result (by its raw value) -> its f32 sum before the
     /// rounding: a buffer of collected partial sums stores that.
     unrounded: HashMap<usize, Blk<'c, 'm>>,
+    /// f32 blocks (by raw value) that are another block times a positive
+    /// constant: that block and the constant, as the Python build's
+    /// `scaled` (attention's score scale, folded into the softmax's
+    /// maximum and its `exp2`; see [`Em::tile_reduce`] and [`Em::inline`]).
+    scaled: HashMap<usize, (Blk<'c, 'm>, f64)>,
     /// Unmasked loads (by their value's raw pointer): the buffer leaf, its
     /// extents, type and the block's dims, so that a matmul operand with
     /// single-element leading dims is loaded again as a matrix.

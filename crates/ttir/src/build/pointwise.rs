@@ -1,5 +1,6 @@
 //! Pointwise ops (`ew.*`) over blocks of one shape.
 
+use super::emit::raw;
 use super::*;
 
 impl<'c, 'm> Em<'c, 'm, '_, '_> {
@@ -11,7 +12,64 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         for o in &op.operands {
             xs.push(self.operand(*o, &er, lay)?);
         }
-        self.pointwise_blocks(&op.name, &op.attrs, xs, rdt)
+        let y = self.pointwise_blocks(&op.name, &op.attrs, xs.clone(), rdt)?;
+        if rdt == DType::F32 {
+            // Constants among the operands (by their op's value).
+            let konst: Vec<Option<f64>> = op
+                .operands
+                .iter()
+                .map(|o| {
+                    let d = &f.ops[self.p.def[o.index()]?];
+                    (d.name == "tensor.full")
+                        .then(|| d.attrs.get("value").and_then(Attr::as_f64))
+                        .flatten()
+                })
+                .collect();
+            if let Some(sc) = self.scaled_result(&op.name, &op.attrs, &xs, &konst, &y)? {
+                self.scaled.insert(raw(y.v), sc);
+            }
+        }
+        Ok(y)
+    }
+
+    /// Where the f32 pointwise op `name` over blocks `xs` (result `y`;
+    /// `konst[i]` the value of operand `i` where it is a constant) is a
+    /// block times a positive constant: that block and the constant (see
+    /// the Python build's `scaled_result`). A product by a constant, and
+    /// the causal mask's `select(keep, x, -inf)` of such a block (built
+    /// again over the base; the select of the scaled block is left dead).
+    fn scaled_result(
+        &mut self,
+        name: &str,
+        attrs: &indexmap::IndexMap<String, Attr>,
+        xs: &[Blk<'c, 'm>],
+        konst: &[Option<f64>],
+        y: &Blk<'c, 'm>,
+    ) -> R<Option<(Blk<'c, 'm>, f64)>> {
+        let pos = |k: Option<f64>| k.filter(|c| c.is_finite() && *c > 0.0);
+        let ninf = |k: Option<f64>| k == Some(f64::NEG_INFINITY);
+        match (name, xs.len()) {
+            ("ew.mul", 2) => Ok([(0, 1), (1, 0)].into_iter().find_map(|(i, j)| {
+                let c = pos(konst[j])?;
+                (xs[i].shape() == y.shape() && xs[i].dt == DType::F32).then(|| (xs[i].clone(), c))
+            })),
+            ("ew.select", 3) => {
+                for (x, other) in [(1, 2), (2, 1)] {
+                    if !ninf(konst[other]) || xs[x].shape() != y.shape() {
+                        continue;
+                    }
+                    let Some((b, c)) = self.scaled.get(&raw(xs[x].v)).cloned() else {
+                        continue;
+                    };
+                    let mut args = xs.to_vec();
+                    args[x] = b;
+                    let base = self.pointwise_blocks(name, attrs, args, DType::F32)?;
+                    return Ok(Some((base, c)));
+                }
+                Ok(None)
+            }
+            _ => Ok(None),
+        }
     }
 
     /// `-x` as `0 - x` (`arith.subf`), as Triton's frontend writes `-x`:

@@ -3,6 +3,7 @@
 //! tile), reducer states merged (`combine`, repairs by `h`), and reducer
 //! functions inlined over blocks.
 
+use super::emit::raw;
 use super::*;
 
 impl<'c, 'm> Em<'c, 'm, '_, '_> {
@@ -208,10 +209,27 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                         return Ok(vec![s]);
                     }
                 }
+                // The maximum of a block scaled by a positive constant: its
+                // base's maximum, scaled once per row (exactly: rounding is
+                // monotone), as the Python build folds the scale.
+                let scaled = match name.as_str() {
+                    "red.max" => self.scaled.get(&raw(x.v)).cloned(),
+                    _ => None,
+                };
+                let (x, scale) = match scaled {
+                    Some((b, c)) if b.dt == st => (Blk { depth: x.depth, ..b }, Some(c)),
+                    _ => (x, None),
+                };
                 let x = self.pad(&x, d, ident)?;
-                let s = self.tt_reduce(&x, d, combine)?;
+                let mut s = self.tt_reduce(&x, d, combine)?;
                 let mut dims = x.dims.clone();
                 dims.remove(d);
+                if let Some(c) = scale {
+                    let shape: Vec<u64> = dims.iter().map(|b| b.size).collect();
+                    let k = self.splat_const(x.depth, c, &shape, st)?;
+                    let tf = ty_text(&shape, dtype_name(st));
+                    s = self.val(x.depth, "arith.mulf", &[s, k], &tf, &[])?;
+                }
                 Ok(vec![Blk {
                     v: s,
                     dims,
@@ -428,7 +446,18 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     if n == "ew.exp" && dt == DType::F32 {
                         if let Some((a, b)) = op.operands.first().and_then(|x| diffs.get(x)) {
                             let (a, b) = (a.clone(), b.clone());
-                            let y = self.exp2_of_difference(a, b, depth)?;
+                            // A scaled block's scale folds into log2(e).
+                            let (a, c) = match self.scaled.get(&raw(a.v)).cloned() {
+                                Some((base, c)) => (
+                                    Blk {
+                                        depth: a.depth,
+                                        ..base
+                                    },
+                                    c,
+                                ),
+                                None => (a, 1.0),
+                            };
+                            let y = self.exp2_of_difference(a, c, b, depth)?;
                             env.insert(op.result, y);
                             continue;
                         }
@@ -462,19 +491,21 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         Ok(out)
     }
 
-    /// `exp(a - b)` in f32 as `exp2(a * log2(e) - b * log2(e))`, each
-    /// product at its operand's own shape (a row's maximum once per row).
+    /// `exp(a * c - b)` in f32 as `exp2(a * (c * log2(e)) - b * log2(e))`,
+    /// each product at its operand's own shape (a row's maximum once per
+    /// row).
     fn exp2_of_difference(
         &mut self,
         a: Blk<'c, 'm>,
+        c: f64,
         b: Blk<'c, 'm>,
         depth: usize,
     ) -> R<Blk<'c, 'm>> {
         let mut scaled = Vec::new();
-        for x in [a, b] {
+        for (x, k) in [(a, c), (b, 1.0)] {
             let x = self.cast(&x, DType::F32)?;
             let shape = x.shape();
-            let l = self.splat_const(depth, std::f64::consts::LOG2_E, &shape, DType::F32)?;
+            let l = self.splat_const(depth, k * std::f64::consts::LOG2_E, &shape, DType::F32)?;
             let tf = ty_text(&shape, dtype_name(DType::F32));
             let v = self.val(depth, "arith.mulf", &[x.v, l], &tf, &[])?;
             scaled.push(self.with(&x, v, DType::F32));
