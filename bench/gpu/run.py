@@ -13,7 +13,8 @@ efir's static estimate). For every workload and B this script
    every (candidate, schedule) is compiled and checked (relative L2 <= 0.01,
    fresh inputs per schedule) in `--workers` spawned processes sharing the
    GPU, each task under a timeout, which also fills Triton's on-disk cache;
-3. times every correct schedule quickly (one input set, rep=8), then
+3. times every correct schedule quickly (rep=8, over the same input copies
+   as the final timing, so that no schedule is ranked on inputs in L2), then
    re-checks and re-times the best 4 of the case properly; times PyTorch
    eager, torch.compile and (attention) SDPA with the cuDNN and FLASH
    backends; all with CUDA-graph replays (triton.testing.do_bench_cudagraph,
@@ -567,14 +568,21 @@ class CheckPool:
 
 
 # ------------------------------------------------------------------- a case
-def quick_time(r, mod, qin):
-    """A quick time of one checked schedule (entry r) into r["quick_us"];
-    a failure marks it not ok."""
+def quick_time(r, mod, qsets):
+    """A quick time of one checked schedule (entry r) into r["quick_us"],
+    per call over the input sets `qsets` in rotation (as the final timing
+    rotates them, so that a schedule is not ranked by inputs that sit in
+    L2); a failure marks it not ok."""
     cfg = r["config"]
+
+    def many(m=mod, c=cfg):
+        for s in qsets:
+            m.run(*s, config=c)
+
     try:
-        mod.run(*qin, config=cfg)
+        mod.run(*qsets[0], config=cfg)
         torch.cuda.synchronize()
-        r["quick_us"] = median_us(lambda m=mod, c=cfg: m.run(*qin, config=c), rep=8)
+        r["quick_us"] = median_us(many, rep=8) / len(qsets)
     except Exception as e:  # noqa: BLE001
         r["ok"] = False
         r["error"] = "main: " + _error_text(e)
@@ -631,7 +639,7 @@ def bench_one(name, b, compile_mode, log, max_candidates=4, sweep=24, glob="*.py
     log(f"  compile: {len(tasks)} configs of {len(paths)} candidates in {time.time() - t0:.0f} s, {nok} ok" + (" (" + ", ".join(f"{v} {k}" for k, v in sorted(kinds.items())) + ")" if kinds else ""))
     # quick times of every correct schedule
     t0 = time.time()
-    qin = make_inputs(name, b, 100)
+    qin = [make_inputs(name, b, 100 + i) for i in range(copies)]
     probes = [r["probe_us"] for r, _ in entries if r["ok"] and r.get("probe_us")]
     cut = max(10 * min(probes), 20000.0) if probes else float("inf")
     nskip = 0
