@@ -178,8 +178,10 @@ impl KernelEmitter<'_, '_> {
                     self.line(depth, l);
                 }
                 // Where nothing was padded, later readers of the scaled
-                // block's base (the repair's exponent) read this variable.
-                if let (Some((_, c)), Even::Yes) = (&scaled, &bd.even) {
+                // block's base (the repair's exponent) read this variable
+                // (defined at the block's own depth, so in scope wherever
+                // the block is).
+                if let (Some((_, c)), Even::Yes, true) = (&scaled, &bd.even, x0.depth == depth) {
                     self.scaled.insert(x0.var.clone(), (x.clone(), *c));
                 }
                 let var = self.fresh("s");
