@@ -15,13 +15,16 @@ online softmax in FlashAttention-2's order with exp2 and the scale folded;
 `tl.dot`; `sum`: the same loop on the CUDA cores with K loaded in its own
 layout (keys x head dim, the head dim contiguous)."""
 import argparse
-import importlib.util
 import json
 import os
+import sys
 
 import torch
 import triton
 import triton.language as tl
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from module_probe import load  # noqa: E402
 
 H, N, D = 32, 4096, 128
 SCALE = 1.0 / D**0.5
@@ -81,13 +84,6 @@ def hand(kern, bn, nw, ns):
         kern[(b * H,)](q, k, v, o, N=N, D=D, BLOCK_N=bn, QK=SCALE, num_warps=nw, num_stages=ns)
         return o
     return f
-
-
-def load(py):
-    spec = importlib.util.spec_from_file_location(os.path.basename(py)[:-3], py)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def main():
