@@ -492,12 +492,25 @@ def test_flash_decoding_twins_match_the_source(tmp_path):
         body = bodies[f].split("\n}\n")[0]
         assert "par.reduce<#red.repair" not in body and "par.collect<@k1024>" in body, body
     mods = {fname: (py, mod) for py, mod, fname in translate(cand, tmp_path / "py")}
+    looped = 0
     for f in twins:
         py, mod = mods[f]
         assert len(re.findall(r"^def _k\d+", py.read_text(), re.M)) >= 2
-        for config in (None, largest(mod.CONFIG_SPACE), smallest(mod.CONFIG_SPACE)):
+        configs = [None, largest(mod.CONFIG_SPACE), smallest(mod.CONFIG_SPACE)]
+        # A split of 256 keys streamed in 4 blocks of 64 (the loop over
+        # sub-blocks of the program's tile, the state merged by the
+        # online softmax), with the query row padded into the dots and not.
+        subs = [k for k in mod.CONFIG_SPACE if re.fullmatch(r"BLOCK_k1024__k\d+", k)]
+        if subs:
+            looped += 1
+            assert "for i_sub_k1024 in range(0, BLOCK_k1024 // SUB_k1024):" in py.read_text()
+            rows = [k for k in mod.CONFIG_SPACE if k.startswith("BLOCK_g") and 16 in mod.CONFIG_SPACE[k] and 1 in mod.CONFIG_SPACE[k]]
+            for pad in (1, 16):
+                configs.append(dict({"BLOCK_k1024": 256, **{k: 64 for k in subs}}, **{k: pad for k in rows}))
+        for config in configs:
             errs = h.check_module(py, src, "attn_decode", tmp_path / f"ref_{f}", config=config)
             assert max(errs) <= TOL, (f, config, errs)
+    assert looped, "no twin streams its split in sub-blocks"
 
 
 def test_independent_kernels_share_a_launch(tmp_path):
@@ -543,3 +556,30 @@ def test_a_group_out_of_resources_launches_its_members(tmp_path, monkeypatch):
         errs = h.check_module(py, src, fname, tmp_path / "ref")
         assert max(errs) <= TOL, errs
     assert len(tries) == 1 and len(mod._UNGROUPED) == 1
+
+
+def test_decode_query_row_padded_into_dots(tmp_path):
+    """Attention decode has one query row: its automatic grid axis offers a
+    block of 16 (the row padded, masked), which makes both products
+    `tl.dot`s (Triton pipelines the K/V loads that feed a dot; the
+    one-row multiply-and-sum reads them with plain loads). Every candidate
+    of the small decode, at that block, with the largest and smallest other
+    blocks, equals the interpreter."""
+    src = ROOT / "examples" / "small" / "attn_decode.efir"
+    cand = tmp_path / "cands.efir"
+    h.sh(h.tool("efir-opt"), str(src), "--saturate", "--compact=max-candidates=4", "-o", str(cand))
+    mods = translate(cand, tmp_path / "py")
+    padded = 0
+    for py, mod, fname in mods:
+        space = mod.CONFIG_SPACE
+        rows = [k for k in space if k.startswith("BLOCK_g") and k.endswith("_2") and 16 in space[k] and 1 in space[k]]
+        if not rows:
+            continue
+        padded += 1
+        text = py.read_text()
+        assert "tl.dot(" in text and "< 1)" in text, fname
+        for base in ({}, largest(space), smallest(space)):
+            config = dict(base, **{k: 16 for k in rows})
+            errs = h.check_module(py, src, "attn_decode", tmp_path / f"ref_{fname}", config=config)
+            assert max(errs) <= TOL, (fname, config, errs)
+    assert padded, [m[2] for m in mods]

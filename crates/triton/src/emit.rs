@@ -546,14 +546,19 @@ impl<'p, 'a> KernelEmitter<'p, 'a> {
 
     fn emit_def(&mut self, v: ValueId, lay: &Layout) -> Result<Val, String> {
         let x = self.emit_op(v, lay)?;
-        // Views and widening casts of 16-bit floats hold values exactly
-        // representable in 16 bits (see [`bcast`]'s dots).
+        // Views, partitions and widening casts of 16-bit floats hold values
+        // exactly representable in 16 bits (see [`bcast`]'s dots).
         let f = self.p.func;
         if let (Some(i), Val::T(b)) = (self.p.def[v.index()], &x) {
             let op = &f.ops[i];
             let view = matches!(
                 op.name.as_str(),
-                "tensor.broadcast" | "tensor.reshape" | "tensor.transpose" | "ew.cast"
+                "tensor.broadcast"
+                    | "tensor.reshape"
+                    | "tensor.transpose"
+                    | "ew.cast"
+                    | "par.partition"
+                    | "par.replicate"
             );
             if view && matches!(b.dtype, DType::F32 | DType::F64) {
                 if let Some(a) = op.operands.first() {

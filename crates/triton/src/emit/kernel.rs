@@ -128,9 +128,15 @@ fn emit_kernel_with(
                 .map(|(a, _)| a.clone())
         })
         .flatten()
-        .filter(|_| e.dot_accumulates(&Attr::Term("red.sum".into(), Vec::new()), k.body));
+        .filter(|a| {
+            e.dot_accumulates(&Attr::Term("red.sum".into(), Vec::new()), k.body)
+                || e.partial_reducer(k.body, a).is_some()
+        });
     let val = match &sub_axis {
-        Some(a) => e.collect_sub_loop(k.body, a, &lay)?,
+        Some(a) => match e.partial_reducer(k.body, a) {
+            Some(r) => e.collect_sub_reduce(k.body, a, &r, &lay)?,
+            None => e.collect_sub_loop(k.body, a, &lay)?,
+        },
         None => e.emit_def(k.body, &lay)?,
     };
     // Where programs along one grid axis do unequal work (a causal loop),

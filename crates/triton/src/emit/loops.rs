@@ -422,4 +422,103 @@ impl KernelEmitter<'_, '_> {
         }
         Ok(y)
     }
+
+    /// The reducer of a collect program's body `x` where it is a
+    /// `tensor.reduce` (not a matmul) whose result is partial over the
+    /// collected axis `a`: a flash-decoding program's online-softmax state
+    /// of its tile of keys.
+    pub(super) fn partial_reducer(&self, x: ValueId, a: &str) -> Option<Attr> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[x.index()]?];
+        if op.name != "tensor.reduce" || self.p.buffer[x.index()] {
+            return None;
+        }
+        let r = op.attrs.get("reducer")?;
+        if matches!(r, Attr::Term(n, _) if n == "red.sum") {
+            return None;
+        }
+        let partial = f
+            .ty(x)
+            .leaves()
+            .iter()
+            .all(|l| matches!(l.state.get(a), Some(AxisState::Partial(p)) if p == r));
+        partial.then(|| r.clone())
+    }
+
+    /// The state of a flash-decoding `par.collect` program (a reduction
+    /// `x` partial over the collected grid axis `a`, one tile of `a` per
+    /// program) as a loop over sub-blocks of its tile (`SUB_<a>` elements),
+    /// each sub-block's state merged into the running one by the reducer
+    /// (the online softmax's rescaling), as [`Self::collect_sub_loop`] does
+    /// for a matmul's partial sum: a split of 512 keys streams in blocks of
+    /// 64 through one pipelined loop instead of holding 512 keys of K and V
+    /// in registers, so that splits can be long enough for few programs
+    /// and short enough for registers.
+    pub(super) fn collect_sub_reduce(
+        &mut self,
+        x: ValueId,
+        a: &str,
+        r: &Attr,
+        lay: &Layout,
+    ) -> Result<Val, String> {
+        let grid = self.binding(a).ok_or("the collected axis is not bound")?;
+        let gidx = grid
+            .1
+            .clone()
+            .ok_or("the collected axis has no tile index")?;
+        let id = py_ident(a);
+        let outer = self.top();
+        let f = self.p.func;
+        let leaves: Vec<_> = f.ty(x).leaves().into_iter().cloned().collect();
+        let idents = efir_dialect_red::identity(r).ok_or("reducer without identity")?;
+        let mut accs = Vec::new();
+        let mut inits: Vec<(usize, Vec<BD>, String)> = Vec::new();
+        for (l, idv) in leaves.iter().zip(&idents) {
+            let exts: Vec<Extent> = l.shape.iter().map(Extent::of).collect();
+            let (dims, _) = self.dims(&exts, lay)?;
+            let var = self.fresh("acc");
+            let idv = if idv.is_infinite() {
+                if *idv < 0.0 {
+                    "float('-inf')"
+                } else {
+                    "float('inf')"
+                }
+                .to_string()
+            } else {
+                format!("{idv:?}")
+            };
+            inits.push((self.scopes[outer].lines.len(), dims.clone(), idv.clone()));
+            self.declare_acc(outer, &var, &dims, &idv);
+            accs.push(var);
+        }
+        let memo = self.memo.clone();
+        self.memo.retain(|_, v| v.depth() < grid.0);
+        let i = format!("i_sub_{id}");
+        self.scopes.push(Scope {
+            header: format!("for {i} in range(0, BLOCK_{id} // SUB_{id}):"),
+            lines: Vec::new(),
+        });
+        let inner = self.top();
+        self.loops.push(format!("{a}/sub"));
+        self.opened += 1;
+        self.nest.push(self.opened);
+        *self.live.entry(a.to_string()).or_default() += 1;
+        self.n += 1;
+        let offs = format!("offs{}_{id}", self.n);
+        self.line(
+            inner,
+            format!("{offs} = {gidx} * BLOCK_{id} + {i} * SUB_{id} + tl.arange(0, SUB_{id})"),
+        );
+        self.sub_block.insert(offs.clone(), format!("SUB_{id}"));
+        self.set_binding(a, (inner, Some(gidx.clone()), Some((offs, inner))));
+        let res = self.reduce_iteration(r, x, lay, &accs, &inits, outer, inner);
+        self.close_loop(a)?;
+        self.set_binding(a, grid);
+        let fresh = std::mem::replace(&mut self.memo, memo);
+        for (k, v) in fresh {
+            self.memo.entry(k).or_insert(v);
+        }
+        res?;
+        self.finish(x, lay, accs, outer)
+    }
 }

@@ -439,9 +439,34 @@ impl KernelEmitter<'_, '_> {
             }
             return Err("a reshape that merges or splits dims inside a kernel".into());
         }
+        // Unit dims kept by the reshape: those between the same two
+        // non-unit dims on both sides, paired from the left (the row of
+        // a one-query attention, [1, keys] -> [1, keys, 1]), so that a
+        // tiled row (padded to a 16-row dot block) stays tiled.
+        let units_kept: Vec<(usize, usize)> = {
+            let gap =
+                |e: &[Extent], j: usize| e[..j].iter().filter(|x| **x != Extent::N(1)).count();
+            let mut pairs = Vec::new();
+            let mut used = vec![false; er.len()];
+            for x in (0..ea.len()).filter(|j| ea[*j] == Extent::N(1)) {
+                let g = gap(&ea, x);
+                if let Some(y) =
+                    (0..er.len()).find(|y| !used[*y] && er[*y] == Extent::N(1) && gap(&er, *y) == g)
+                {
+                    used[y] = true;
+                    pairs.push((x, y));
+                }
+            }
+            pairs
+        };
         let mut la: Layout = vec![None; ea.len()];
-        for (x, y) in nu_a.iter().zip(&nu_r) {
-            la[*x] = lay[*y].clone();
+        for (x, y) in nu_a
+            .iter()
+            .copied()
+            .zip(nu_r.iter().copied())
+            .chain(units_kept.iter().copied())
+        {
+            la[x] = lay[y].clone();
         }
         let x = self.block(a, &la)?;
         let (dims, depth) = self.dims(&er, lay)?;
@@ -451,8 +476,15 @@ impl KernelEmitter<'_, '_> {
         let mut u: Units = (0..er.len())
             .map(|j| er[j] == Extent::N(1) && lay[j].is_some())
             .collect();
-        for (x, y) in nu_a.iter().zip(&nu_r) {
-            u[*y] = ux[*x];
+        for (x, y) in nu_a
+            .iter()
+            .copied()
+            .zip(nu_r.iter().copied())
+            .chain(units_kept.iter().copied())
+        {
+            if lay[y].is_some() || er[y] != Extent::N(1) {
+                u[y] = ux[x];
+            }
         }
         // Only unit dims inserted: `x[:, None]` broadcasts in the
         // value's own layout, where `tl.reshape` can cost a layout

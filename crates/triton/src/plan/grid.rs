@@ -143,7 +143,7 @@ pub(super) fn auto_grid(
         let small_e = matches!(extent, Extent::N(_)) && small.contains(e);
         // (Only for a matrix: a tiled unit dim of a higher-rank value
         // would stop its reshapes, which drop unit dims.)
-        let gemv_row = *e == 1 && small_e && r == 2;
+        let gemv_row = *e == 1 && small_e && (r == 2 || d + 2 == r);
         if (*e <= 1 && !gemv_row) || tiled.contains(&d) {
             continue;
         }
