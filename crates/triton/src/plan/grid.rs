@@ -141,8 +141,9 @@ pub(super) fn auto_grid(
         };
         // (The small dims of matmuls are static ones.)
         let small_e = matches!(extent, Extent::N(_)) && small.contains(e);
-        // (Only for a matrix: a tiled unit dim of a higher-rank value
-        // would stop its reshapes, which drop unit dims.)
+        // (For a matrix, and for the row dim of a higher-rank value: one
+        // query of attention decode, [B, H, 1, D]; reshapes that only add
+        // or drop unit dims elsewhere keep it, see `emit_reshape`.)
         let gemv_row = *e == 1 && small_e && (r == 2 || d + 2 == r);
         if (*e <= 1 && !gemv_row) || tiled.contains(&d) {
             continue;
