@@ -237,6 +237,27 @@ pub fn doc_escape(s: &str) -> String {
     out
 }
 
+/// The unit dims that a reshape keeping its non-unit dims in order keeps:
+/// pairs `(operand dim, result dim)` of unit dims (`unit_a`, `unit_r`)
+/// between the same two non-unit dims on both sides, paired from the left.
+/// One-query attention's row, `[.., 1, keys] -> [.., 1, keys, 1]`, is such
+/// a pair, so that a tiled row (padded to a 16-row dot block) stays tiled
+/// through the view (both builds).
+pub fn kept_units(unit_a: &[bool], unit_r: &[bool]) -> Vec<(usize, usize)> {
+    let gap = |u: &[bool], j: usize| u[..j].iter().filter(|x| !**x).count();
+    let mut used = vec![false; unit_r.len()];
+    let mut pairs = Vec::new();
+    for x in (0..unit_a.len()).filter(|j| unit_a[*j]) {
+        let g = gap(unit_a, x);
+        if let Some(y) = (0..unit_r.len()).find(|y| !used[*y] && unit_r[*y] && gap(unit_r, *y) == g)
+        {
+            used[y] = true;
+            pairs.push((x, y));
+        }
+    }
+    pairs
+}
+
 /// The Python identifier part for an efir name (injective: distinct names
 /// never share one). A name of ASCII letters, digits and single
 /// underscores is itself; any other (`l.weight`, `x$1`, `a__b`, `é`) is its

@@ -439,26 +439,11 @@ impl KernelEmitter<'_, '_> {
             }
             return Err("a reshape that merges or splits dims inside a kernel".into());
         }
-        // Unit dims kept by the reshape: those between the same two
-        // non-unit dims on both sides, paired from the left (the row of
-        // a one-query attention, [1, keys] -> [1, keys, 1]), so that a
-        // tiled row (padded to a 16-row dot block) stays tiled.
-        let units_kept: Vec<(usize, usize)> = {
-            let gap =
-                |e: &[Extent], j: usize| e[..j].iter().filter(|x| **x != Extent::N(1)).count();
-            let mut pairs = Vec::new();
-            let mut used = vec![false; er.len()];
-            for x in (0..ea.len()).filter(|j| ea[*j] == Extent::N(1)) {
-                let g = gap(&ea, x);
-                if let Some(y) =
-                    (0..er.len()).find(|y| !used[*y] && er[*y] == Extent::N(1) && gap(&er, *y) == g)
-                {
-                    used[y] = true;
-                    pairs.push((x, y));
-                }
-            }
-            pairs
-        };
+        // Unit dims kept by the reshape (see [`crate::kept_units`]).
+        let units_kept = crate::kept_units(
+            &ea.iter().map(|e| *e == Extent::N(1)).collect::<Vec<_>>(),
+            &er.iter().map(|e| *e == Extent::N(1)).collect::<Vec<_>>(),
+        );
         let mut la: Layout = vec![None; ea.len()];
         for (x, y) in nu_a
             .iter()

@@ -436,8 +436,27 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 for (x, y) in nu_a.iter().zip(&nu_r) {
                     la[*x] = lay[*y].clone();
                 }
+                // A tiled unit row stays tiled through the view (the
+                // Python build's pairing, [`efir_triton::kept_units`]).
+                let units_kept = efir_triton::kept_units(
+                    &ea.iter().map(|e| *e == 1).collect::<Vec<_>>(),
+                    &er.iter().map(|e| *e == 1).collect::<Vec<_>>(),
+                );
+                let kept: Vec<usize> = units_kept.iter().map(|(_, y)| *y).collect();
+                for (x, y) in units_kept {
+                    la[x] = lay[y].clone();
+                }
                 let x = self.emit(a, &la)?;
-                let (dims, depth) = self.dims(&er, lay)?;
+                let (mut dims, depth) = self.dims(&er, lay)?;
+                // A unit dim the reshape inserts, tiled in the result (V's
+                // view under a padded query row), holds one element: the
+                // block is unit there (a lazy broadcast, as the Python
+                // build's).
+                for (j, d) in dims.iter_mut().enumerate() {
+                    if er[j] == 1 && d.size != 1 && !kept.contains(&j) {
+                        *d = self.unit_bd()?;
+                    }
+                }
                 let depth = depth.max(x.depth);
                 let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
                 let v = self.reshape_value(&x, &ea, &er, &nu_r, &shape, depth)?;

@@ -340,7 +340,18 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                 efir_triton::py_ident(a)
             ));
         }
-        let blocks = self.emit_op(k.body, &lay)?.blocks();
+        // A flash-decoding program's state streams its tile likewise.
+        let blocks = match self
+            .sub
+            .clone()
+            .and_then(|(_, a, sb)| Some((self.partial_reducer(k.body, &a)?, a, sb)))
+        {
+            Some((r, a, sb)) => {
+                self.sub = None;
+                self.collect_sub_reduce(k.body, &a, sb, &r, &lay)?.blocks()
+            }
+            None => self.emit_op(k.body, &lay)?.blocks(),
+        };
         if self.sub.is_some() {
             return Err("the split-K matmul was not streamed".into());
         }

@@ -76,55 +76,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         } else {
             lay.clone()
         };
-        let leaves = leaf_shapes(self.p, f.ty(v))?;
-        let idents = efir_dialect_red::identity(&r)
-            .ok_or_else(|| format!("reducer `{r}` without an identity"))?;
-        if idents.len() != leaves.len() {
-            return Err("the reducer's state count differs from the result's fields".into());
-        }
-        let mut inits = Vec::new();
-        let mut acc_dims = Vec::new();
-        let mut acc_tys = Vec::new();
-        // Accumulators single elements along the dims where their states
-        // are (see [`units`]).
-        let units = self.acc_units(&r, x).filter(|u| u.len() == leaves.len());
-        // The accumulators' types: f32, or an integer leaf reduction's own.
-        let mut acc_dts = Vec::new();
-        for (_, dt) in &leaves {
-            let st = state_dtype(*dt)
-                .ok_or("a reduction of i1 values (not covered by the TTIR path)")?;
-            if st != DType::F32 && !matches!(&r, Attr::Term(_, a) if a.is_empty()) {
-                return Err(format!(
-                    "an integer reduction by `{r}` (not covered by the TTIR path; sum, max and min are)"
-                ));
-            }
-            acc_dts.push(st);
-        }
-        for (i, ((er, _), id)) in leaves.iter().zip(&idents).enumerate() {
-            let (mut dims, _) = self.dims(er, lay)?;
-            if let Some(u) = units
-                .as_ref()
-                .map(|u| &u[i])
-                .filter(|u| u.len() == dims.len())
-            {
-                for (j, unit) in u.iter().enumerate() {
-                    if *unit {
-                        dims[j] = self.unit_bd()?;
-                    }
-                }
-            }
-            let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
-            let st = acc_dts[i];
-            let id = match &r {
-                Attr::Term(n, _) if st != DType::F32 => {
-                    leaf_reducer_on(n, st).ok_or("malformed reducer")?.1
-                }
-                _ => *id,
-            };
-            inits.push(self.splat_const(outer, id, &shape, st)?);
-            acc_tys.push(self.ty(&ty_text(&shape, dtype_name(st)))?);
-            acc_dims.push(dims);
-        }
+        let (inits, acc_tys, acc_dims, acc_dts) = self.reduce_accs(&r, x, v, lay, outer)?;
         // A statistics loop (not a matmul's K loop) over an axis with a
         // statistics block runs on that block, as the Python build's
         // `RB_<axis>` loops (layernorm_gemm's mean and variance: 128 where
@@ -224,6 +176,76 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             });
         }
         self.finish(v, lay, states)
+    }
+
+    /// The accumulators of a reduction by `r` of `x` into `v` (tiled
+    /// `lay`), initialized at depth `outer`: their initial values, types,
+    /// dims and dtypes (f32, or an integer leaf reduction's own; single
+    /// elements along the dims where their states are, see [`units`]).
+    #[allow(clippy::type_complexity)]
+    fn reduce_accs(
+        &mut self,
+        r: &Attr,
+        x: ValueId,
+        v: ValueId,
+        lay: &Layout,
+        outer: usize,
+    ) -> R<(
+        Vec<Value<'c, 'm>>,
+        Vec<Type<'c>>,
+        Vec<Vec<Bd<'c, 'm>>>,
+        Vec<DType>,
+    )> {
+        let leaves = leaf_shapes(self.p, self.p.func.ty(v))?;
+        let idents = efir_dialect_red::identity(r)
+            .ok_or_else(|| format!("reducer `{r}` without an identity"))?;
+        if idents.len() != leaves.len() {
+            return Err("the reducer's state count differs from the result's fields".into());
+        }
+        let mut inits = Vec::new();
+        let mut acc_dims = Vec::new();
+        let mut acc_tys = Vec::new();
+        // Accumulators single elements along the dims where their states
+        // are (see [`units`]).
+        let units = self.acc_units(r, x).filter(|u| u.len() == leaves.len());
+        // The accumulators' types: f32, or an integer leaf reduction's own.
+        let mut acc_dts = Vec::new();
+        for (_, dt) in &leaves {
+            let st = state_dtype(*dt)
+                .ok_or("a reduction of i1 values (not covered by the TTIR path)")?;
+            if st != DType::F32 && !matches!(r, Attr::Term(_, a) if a.is_empty()) {
+                return Err(format!(
+                    "an integer reduction by `{r}` (not covered by the TTIR path; sum, max and min are)"
+                ));
+            }
+            acc_dts.push(st);
+        }
+        for (i, ((er, _), id)) in leaves.iter().zip(&idents).enumerate() {
+            let (mut dims, _) = self.dims(er, lay)?;
+            if let Some(u) = units
+                .as_ref()
+                .map(|u| &u[i])
+                .filter(|u| u.len() == dims.len())
+            {
+                for (j, unit) in u.iter().enumerate() {
+                    if *unit {
+                        dims[j] = self.unit_bd()?;
+                    }
+                }
+            }
+            let shape: Vec<u64> = dims.iter().map(|d| d.size).collect();
+            let st = acc_dts[i];
+            let id = match r {
+                Attr::Term(n, _) if st != DType::F32 => {
+                    leaf_reducer_on(n, st).ok_or("malformed reducer")?.1
+                }
+                _ => *id,
+            };
+            inits.push(self.splat_const(outer, id, &shape, st)?);
+            acc_tys.push(self.ty(&ty_text(&shape, dtype_name(st)))?);
+            acc_dims.push(dims);
+        }
+        Ok((inits, acc_tys, acc_dims, acc_dts))
     }
 
     /// One `scf.for` of a `par.reduce` over `axis` from `lb` to `ub`
@@ -376,5 +398,75 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             && self.p.def[x.index()]
                 .is_some_and(|i| matches!(f.ops[i].name.as_str(), "tile.matmul" | "tensor.matmul"))
             && f.ty(x).as_tensor().is_some()
+    }
+
+    /// The state of a flash-decoding `par.collect` program (a reduction `x`
+    /// by `r`, partial over the collected grid axis `a`) as a loop over
+    /// sub-blocks of `sb` elements of the program's tile, each sub-block's
+    /// state merged into the running one (the Python build's
+    /// `collect_sub_reduce`; for a matmul's partial sums see
+    /// [`Em::collect_sub_loop`]): inside, `a` is bound to offsets
+    /// `idx * BLOCK + i * SUB + range(SUB)` and what was computed from the
+    /// grid's binding of `a` is hidden.
+    pub(super) fn collect_sub_reduce(
+        &mut self,
+        x: ValueId,
+        a: &str,
+        sb: u64,
+        r: &Attr,
+        lay: &Layout,
+    ) -> R<Val<'c, 'm>> {
+        let bk = self.block_of(a)?;
+        if sb == 0 || bk % sb != 0 {
+            return Err(format!(
+                "sub-blocks of {sb} elements do not divide the tiles of @{a} ({bk})"
+            ));
+        }
+        let trips = bk / sb;
+        let grid = *self.bound.get(a).ok_or("the collected axis is not bound")?;
+        let gidx = *self
+            .idx
+            .get(a)
+            .ok_or("the collected axis has no tile index")?;
+        let outer = self.scopes.len() - 1;
+        let (inits, acc_tys, acc_dims, acc_dts) = self.reduce_accs(r, x, x, lay, outer)?;
+        // The program's sub-blocks, as tile indices at blocks of `sb`.
+        let c = self.const_i32(0, trips as i64)?;
+        let at = grid.0.max(outer);
+        let first = self.val(at, "arith.muli", &[gidx, c], "i32", &[])?;
+        let last = self.val(at, "arith.addi", &[first, c], "i32", &[])?;
+        let memo = self.memo.clone();
+        self.memo.retain(|_, m| m.depth() < grid.0);
+        let prev = self.own.insert(a.to_string(), sb);
+        self.streamed.insert(a.to_string(), bk);
+        let built = self.reduce_loop(
+            outer,
+            (first, last),
+            &inits,
+            (&acc_tys, &acc_dims, &acc_dts),
+            (r, x, a, lay),
+        );
+        match prev {
+            Some(b) => self.own.insert(a.to_string(), b),
+            None => self.own.remove(a),
+        };
+        self.streamed.remove(a);
+        self.bound.insert(a.to_string(), grid);
+        self.idx.insert(a.to_string(), gidx);
+        let fresh = std::mem::replace(&mut self.memo, memo);
+        for (k, m) in fresh {
+            self.memo.entry(k).or_insert(m);
+        }
+        let fref = built?;
+        let mut states = Vec::new();
+        for (i, dims) in acc_dims.into_iter().enumerate() {
+            states.push(Blk {
+                v: fref.result(i).map_err(|e| e.to_string())?.into(),
+                dims,
+                dt: acc_dts[i],
+                depth: outer,
+            });
+        }
+        self.finish(x, lay, states)
     }
 }

@@ -379,7 +379,8 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
     /// tile in sub-blocks, and the sub-block, as the Python build's
     /// (crates/triton `collect_sub_loop`): a `par.collect` kernel over a
     /// grid axis with no dim in its buffer whose body is a matmul (its
-    /// partial sums over the axis). The sub-block is the kernel's own block
+    /// partial sums over the axis) or a reduction partial over the axis
+    /// (see [`Em::partial_reducer`]). The sub-block is the kernel's own block
     /// of the axis (`BLOCK_<axis>__k<i>`, a schedule's or the estimate's),
     /// at most the axis's block (as the Python host's `SUB_<axis>`).
     pub(super) fn sub_loop_of(&self, k: &Kernel) -> R<Option<(String, u64)>> {
@@ -397,7 +398,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             && self.p.def[x.index()]
                 .is_some_and(|i| matches!(f.ops[i].name.as_str(), "tile.matmul" | "tensor.matmul"))
             && f.ty(x).as_tensor().is_some();
-        if !matmul {
+        if !matmul && self.partial_reducer(x, a).is_none() {
             return Ok(None);
         }
         let bk = self.block_of(a)?;
@@ -466,5 +467,27 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             self.memo.entry(k).or_insert(x);
         }
         res
+    }
+
+    /// The reducer of a collect kernel's body `x` where it is a
+    /// `tensor.reduce` (not a sum) whose result is partial over the
+    /// collected axis `a` (a flash-decoding program's online-softmax state;
+    /// the Python build's `partial_reducer`).
+    pub(super) fn partial_reducer(&self, x: ValueId, a: &str) -> Option<Attr> {
+        let f = self.p.func;
+        let op = &f.ops[self.p.def[x.index()]?];
+        if op.name != "tensor.reduce" || self.p.buffer[x.index()] {
+            return None;
+        }
+        let r = op.attrs.get("reducer")?;
+        if matches!(r, Attr::Term(n, _) if n == "red.sum") {
+            return None;
+        }
+        let partial = f
+            .ty(x)
+            .leaves()
+            .iter()
+            .all(|l| matches!(l.state.get(a), Some(efir_ir::AxisState::Partial(p)) if p == r));
+        partial.then(|| r.clone())
     }
 }
