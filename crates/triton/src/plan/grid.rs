@@ -175,8 +175,14 @@ pub(super) fn auto_grid(
                 }
                 (dm, 16)
             } else if small_e {
+                // A GEMV's single row keeps its multiply-and-sum by default
+                // (measured close to the padded dot); attention decode's
+                // query row is padded: both products become `tl.dot`s, whose
+                // K and V loads Triton pipelines (cp.async), where the
+                // multiply-and-sum reads them with plain loads (sm_90, B=16:
+                // 74 registers against 159).
                 dm.push(16);
-                (dm, if *e == 1 { 1 } else { 16 })
+                (dm, if *e == 1 && r == 2 { 1 } else { 16 })
             } else if whole && d + 1 == r && top > 128 && top <= WHOLE_ROW {
                 // A row whose statistic the kernel computes: one block.
                 while b <= top {
