@@ -180,9 +180,12 @@ pub(super) fn auto_grid(
                 // query row is padded: both products become `tl.dot`s, whose
                 // K and V loads Triton pipelines (cp.async), where the
                 // multiply-and-sum reads them with plain loads (sm_90, B=16:
-                // 74 registers against 159).
+                // 74 registers against 159). (Not yet in rank 5, grouped-query
+                // attention's [B, KV, G, 1, D]: a Llama decode layer's
+                // attention there stored a 16-row block through a 1-row
+                // pointer.)
                 dm.push(16);
-                (dm, if *e == 1 && r == 2 { 1 } else { 16 })
+                (dm, if *e == 1 && (r == 2 || r > 4) { 1 } else { 16 })
             } else if whole && d + 1 == r && top > 128 && top <= WHOLE_ROW {
                 // A row whose statistic the kernel computes: one block.
                 while b <= top {
