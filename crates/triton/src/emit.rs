@@ -112,6 +112,9 @@ type Layout = Vec<Option<String>>;
 /// and its offsets variable (with the depth they were defined at).
 type Binding = (usize, Option<String>, Option<(String, usize)>);
 
+/// Blocks emitted so far, by value and tiling.
+type Memo = HashMap<(ValueId, Layout), Val>;
+
 struct Scope {
     header: String,
     lines: Vec<String>,
@@ -121,7 +124,7 @@ struct KernelEmitter<'p, 'a> {
     p: &'p Plan<'a>,
     sigs: Signatures,
     scopes: Vec<Scope>,
-    memo: HashMap<(ValueId, Layout), Val>,
+    memo: Memo,
     bound: HashMap<String, usize>,
     offs: HashMap<String, (String, usize)>,
     n: usize,

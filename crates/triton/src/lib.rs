@@ -237,6 +237,33 @@ pub fn doc_escape(s: &str) -> String {
     out
 }
 
+/// The reducer of a collect kernel's body `x` where it is a `tensor.reduce`
+/// (not a sum, which is a matmul's split-K) whose result is partial over
+/// the collected axis `a`: a flash-decoding program's online-softmax state
+/// of its tile of keys, streamed in sub-blocks by both builds.
+pub fn partial_reducer(
+    f: &efir_ir::Func,
+    def: &[Option<usize>],
+    buffer: &[bool],
+    x: efir_ir::ValueId,
+    a: &str,
+) -> Option<efir_ir::Attr> {
+    let op = &f.ops[def[x.index()]?];
+    if op.name != "tensor.reduce" || buffer[x.index()] {
+        return None;
+    }
+    let r = op.attrs.get("reducer")?;
+    if matches!(r, efir_ir::Attr::Term(n, _) if n == "red.sum") {
+        return None;
+    }
+    let partial = f
+        .ty(x)
+        .leaves()
+        .iter()
+        .all(|l| matches!(l.state.get(a), Some(efir_ir::AxisState::Partial(p)) if p == r));
+    partial.then(|| r.clone())
+}
+
 /// The unit dims that a reshape keeping its non-unit dims in order keeps:
 /// pairs `(operand dim, result dim)` of unit dims (`unit_a`, `unit_r`)
 /// between the same two non-unit dims on both sides, paired from the left.

@@ -130,10 +130,10 @@ fn emit_kernel_with(
         .flatten()
         .filter(|a| {
             e.dot_accumulates(&Attr::Term("red.sum".into(), Vec::new()), k.body)
-                || e.partial_reducer(k.body, a).is_some()
+                || crate::partial_reducer(f, &p.def, &p.buffer, k.body, a).is_some()
         });
     let val = match &sub_axis {
-        Some(a) => match e.partial_reducer(k.body, a) {
+        Some(a) => match crate::partial_reducer(f, &p.def, &p.buffer, k.body, a) {
             Some(r) => e.collect_sub_reduce(k.body, a, &r, &lay)?,
             None => e.collect_sub_loop(k.body, a, &lay)?,
         },

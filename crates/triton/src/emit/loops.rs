@@ -177,30 +177,8 @@ impl KernelEmitter<'_, '_> {
         } else {
             lay.clone()
         };
-        let rt = f.ty(v).clone();
-        let leaves: Vec<_> = rt.leaves().into_iter().cloned().collect();
         let idents = efir_dialect_red::identity(&r).ok_or("reducer without identity")?;
-        let mut accs = Vec::new();
-        // Where each accumulator's initial value is (its shape is patched
-        // once the tile states' unit dims are known).
-        let mut inits: Vec<(usize, Vec<BD>, String)> = Vec::new();
-        for (l, id) in leaves.iter().zip(&idents) {
-            let exts: Vec<Extent> = l.shape.iter().map(Extent::of).collect();
-            let (dims, _) = self.dims(&exts, lay)?;
-            let var = self.fresh("acc");
-            let idv = if id.is_infinite() {
-                if *id < 0.0 {
-                    "float('-inf')".to_string()
-                } else {
-                    "float('inf')".to_string()
-                }
-            } else {
-                format!("{id:?}")
-            };
-            inits.push((self.scopes[outer].lines.len(), dims.clone(), idv.clone()));
-            self.declare_acc(outer, &var, &dims, &idv);
-            accs.push(var);
-        }
+        let (accs, inits) = self.reduce_accs(v, &idents, lay, outer)?;
         // Causal tile skipping: the iterations whose tile state is the
         // reducer's identity form a suffix; stop before it.
         let stop = match self.tile_states(op.operands[0], &inner_lay, &axis) {
@@ -371,47 +349,17 @@ impl KernelEmitter<'_, '_> {
         a: &str,
         lay: &Layout,
     ) -> Result<Val, String> {
-        let grid = self.binding(a).ok_or("the collected axis is not bound")?;
-        let gidx = grid
-            .1
-            .clone()
-            .ok_or("the collected axis has no tile index")?;
-        let id = py_ident(a);
         let outer = self.top();
         let exts = extents(self.p.func.ty(x));
         let (dims, _) = self.dims(&exts, lay)?;
         let acc = self.fresh("acc");
         self.declare_acc(outer, &acc, &dims, "0.0");
-        // What was computed from the grid's binding of the axis is hidden
-        // inside the loop, which binds it afresh.
-        let memo = self.memo.clone();
-        self.memo.retain(|_, v| v.depth() < grid.0);
-        let i = format!("i_sub_{id}");
-        self.scopes.push(Scope {
-            header: format!("for {i} in range(0, BLOCK_{id} // SUB_{id}):"),
-            lines: Vec::new(),
-        });
-        let inner = self.top();
-        self.loops.push(format!("{a}/sub"));
-        self.opened += 1;
-        self.nest.push(self.opened);
-        *self.live.entry(a.to_string()).or_default() += 1;
-        self.n += 1;
-        let offs = format!("offs{}_{id}", self.n);
-        self.line(
-            inner,
-            format!("{offs} = {gidx} * BLOCK_{id} + {i} * SUB_{id} + tl.arange(0, SUB_{id})"),
-        );
-        self.sub_block.insert(offs.clone(), format!("SUB_{id}"));
-        self.set_binding(a, (inner, Some(gidx.clone()), Some((offs, inner))));
-        let (la, lb) = self.matmul_layouts(x, lay)?;
-        self.matmul_product(x, &la, &lb, lay, Some((&acc, inner)))?;
-        self.close_loop(a)?;
-        self.set_binding(a, grid);
-        let fresh = std::mem::replace(&mut self.memo, memo);
-        for (k, v) in fresh {
-            self.memo.entry(k).or_insert(v);
-        }
+        let (grid, memo, inner) = self.open_sub_loop(a)?;
+        let res = self
+            .matmul_layouts(x, lay)
+            .and_then(|(la, lb)| self.matmul_product(x, &la, &lb, lay, Some((&acc, inner))));
+        self.close_sub_loop(a, grid, memo)?;
+        res?;
         let y = self.finish(x, lay, vec![acc.clone()], outer)?;
         // The f32 sum is kept beside its rounding: a buffer of collected
         // partial sums stores it (`efir_ir::accum`).
@@ -421,28 +369,6 @@ impl KernelEmitter<'_, '_> {
             }
         }
         Ok(y)
-    }
-
-    /// The reducer of a collect program's body `x` where it is a
-    /// `tensor.reduce` (not a matmul) whose result is partial over the
-    /// collected axis `a`: a flash-decoding program's online-softmax state
-    /// of its tile of keys.
-    pub(super) fn partial_reducer(&self, x: ValueId, a: &str) -> Option<Attr> {
-        let f = self.p.func;
-        let op = &f.ops[self.p.def[x.index()]?];
-        if op.name != "tensor.reduce" || self.p.buffer[x.index()] {
-            return None;
-        }
-        let r = op.attrs.get("reducer")?;
-        if matches!(r, Attr::Term(n, _) if n == "red.sum") {
-            return None;
-        }
-        let partial = f
-            .ty(x)
-            .leaves()
-            .iter()
-            .all(|l| matches!(l.state.get(a), Some(AxisState::Partial(p)) if p == r));
-        partial.then(|| r.clone())
     }
 
     /// The state of a flash-decoding `par.collect` program (a reduction
@@ -461,36 +387,59 @@ impl KernelEmitter<'_, '_> {
         r: &Attr,
         lay: &Layout,
     ) -> Result<Val, String> {
+        let outer = self.top();
+        let idents = efir_dialect_red::identity(r).ok_or("reducer without identity")?;
+        let (accs, inits) = self.reduce_accs(x, &idents, lay, outer)?;
+        let (grid, memo, inner) = self.open_sub_loop(a)?;
+        let res = self.reduce_iteration(r, x, lay, &accs, &inits, outer, inner);
+        self.close_sub_loop(a, grid, memo)?;
+        res?;
+        self.finish(x, lay, accs, outer)
+    }
+
+    /// The accumulators of a reduction into `v` (tiled `lay`), declared at
+    /// depth `outer` with the reducer's identities `idents`, and where each
+    /// one's initial value is (its shape is patched once the tile states'
+    /// unit dims are known).
+    #[allow(clippy::type_complexity)]
+    fn reduce_accs(
+        &mut self,
+        v: ValueId,
+        idents: &[f64],
+        lay: &Layout,
+        outer: usize,
+    ) -> Result<(Vec<String>, Vec<(usize, Vec<BD>, String)>), String> {
+        let leaves: Vec<_> = self.p.func.ty(v).leaves().into_iter().cloned().collect();
+        let mut accs = Vec::new();
+        let mut inits = Vec::new();
+        for (l, id) in leaves.iter().zip(idents) {
+            let exts: Vec<Extent> = l.shape.iter().map(Extent::of).collect();
+            let (dims, _) = self.dims(&exts, lay)?;
+            let var = self.fresh("acc");
+            let idv = match (id.is_infinite(), *id < 0.0) {
+                (true, true) => "float('-inf')".to_string(),
+                (true, false) => "float('inf')".to_string(),
+                _ => format!("{id:?}"),
+            };
+            inits.push((self.scopes[outer].lines.len(), dims.clone(), idv.clone()));
+            self.declare_acc(outer, &var, &dims, &idv);
+            accs.push(var);
+        }
+        Ok((accs, inits))
+    }
+
+    /// Open the loop of a collect program over sub-blocks of its tile of
+    /// the collected axis `a` (`SUB_<a>` elements), binding `a` to the
+    /// sub-block's offsets; what was computed from the grid's binding is
+    /// hidden inside. Returns the grid's binding, the hidden memo and the
+    /// loop's depth, for [`Self::close_sub_loop`].
+    fn open_sub_loop(&mut self, a: &str) -> Result<(Binding, Memo, usize), String> {
         let grid = self.binding(a).ok_or("the collected axis is not bound")?;
         let gidx = grid
             .1
             .clone()
             .ok_or("the collected axis has no tile index")?;
         let id = py_ident(a);
-        let outer = self.top();
-        let f = self.p.func;
-        let leaves: Vec<_> = f.ty(x).leaves().into_iter().cloned().collect();
-        let idents = efir_dialect_red::identity(r).ok_or("reducer without identity")?;
-        let mut accs = Vec::new();
-        let mut inits: Vec<(usize, Vec<BD>, String)> = Vec::new();
-        for (l, idv) in leaves.iter().zip(&idents) {
-            let exts: Vec<Extent> = l.shape.iter().map(Extent::of).collect();
-            let (dims, _) = self.dims(&exts, lay)?;
-            let var = self.fresh("acc");
-            let idv = if idv.is_infinite() {
-                if *idv < 0.0 {
-                    "float('-inf')"
-                } else {
-                    "float('inf')"
-                }
-                .to_string()
-            } else {
-                format!("{idv:?}")
-            };
-            inits.push((self.scopes[outer].lines.len(), dims.clone(), idv.clone()));
-            self.declare_acc(outer, &var, &dims, &idv);
-            accs.push(var);
-        }
         let memo = self.memo.clone();
         self.memo.retain(|_, v| v.depth() < grid.0);
         let i = format!("i_sub_{id}");
@@ -510,15 +459,20 @@ impl KernelEmitter<'_, '_> {
             format!("{offs} = {gidx} * BLOCK_{id} + {i} * SUB_{id} + tl.arange(0, SUB_{id})"),
         );
         self.sub_block.insert(offs.clone(), format!("SUB_{id}"));
-        self.set_binding(a, (inner, Some(gidx.clone()), Some((offs, inner))));
-        let res = self.reduce_iteration(r, x, lay, &accs, &inits, outer, inner);
+        self.set_binding(a, (inner, Some(gidx), Some((offs, inner))));
+        Ok((grid, memo, inner))
+    }
+
+    /// Close [`Self::open_sub_loop`]'s loop: the grid's binding of `a`
+    /// again, and what the loop computed kept only where nothing outside
+    /// computed it.
+    fn close_sub_loop(&mut self, a: &str, grid: Binding, memo: Memo) -> Result<(), String> {
         self.close_loop(a)?;
         self.set_binding(a, grid);
         let fresh = std::mem::replace(&mut self.memo, memo);
         for (k, v) in fresh {
             self.memo.entry(k).or_insert(v);
         }
-        res?;
-        self.finish(x, lay, accs, outer)
+        Ok(())
     }
 }

@@ -341,11 +341,13 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             ));
         }
         // A flash-decoding program's state streams its tile likewise.
-        let blocks = match self
-            .sub
-            .clone()
-            .and_then(|(_, a, sb)| Some((self.partial_reducer(k.body, &a)?, a, sb)))
-        {
+        let blocks = match self.sub.clone().and_then(|(_, a, sb)| {
+            Some((
+                efir_triton::partial_reducer(f, &self.p.def, &self.p.buffer, k.body, &a)?,
+                a,
+                sb,
+            ))
+        }) {
             Some((r, a, sb)) => {
                 self.sub = None;
                 self.collect_sub_reduce(k.body, &a, sb, &r, &lay)?.blocks()

@@ -416,48 +416,19 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         r: &Attr,
         lay: &Layout,
     ) -> R<Val<'c, 'm>> {
-        let bk = self.block_of(a)?;
-        if sb == 0 || bk % sb != 0 {
-            return Err(format!(
-                "sub-blocks of {sb} elements do not divide the tiles of @{a} ({bk})"
-            ));
-        }
-        let trips = bk / sb;
-        let grid = *self.bound.get(a).ok_or("the collected axis is not bound")?;
-        let gidx = *self
-            .idx
-            .get(a)
-            .ok_or("the collected axis has no tile index")?;
         let outer = self.scopes.len() - 1;
         let (inits, acc_tys, acc_dims, acc_dts) = self.reduce_accs(r, x, x, lay, outer)?;
-        // The program's sub-blocks, as tile indices at blocks of `sb`.
-        let c = self.const_i32(0, trips as i64)?;
-        let at = grid.0.max(outer);
-        let first = self.val(at, "arith.muli", &[gidx, c], "i32", &[])?;
-        let last = self.val(at, "arith.addi", &[first, c], "i32", &[])?;
-        let memo = self.memo.clone();
-        self.memo.retain(|_, m| m.depth() < grid.0);
-        let prev = self.own.insert(a.to_string(), sb);
-        self.streamed.insert(a.to_string(), bk);
-        let built = self.reduce_loop(
-            outer,
-            (first, last),
-            &inits,
-            (&acc_tys, &acc_dims, &acc_dts),
-            (r, x, a, lay),
-        );
-        match prev {
-            Some(b) => self.own.insert(a.to_string(), b),
-            None => self.own.remove(a),
-        };
-        self.streamed.remove(a);
-        self.bound.insert(a.to_string(), grid);
-        self.idx.insert(a.to_string(), gidx);
-        let fresh = std::mem::replace(&mut self.memo, memo);
-        for (k, m) in fresh {
-            self.memo.entry(k).or_insert(m);
-        }
-        let fref = built?;
+        let fref = self.in_sub_blocks(a, sb, |em, trips, first| {
+            let c = em.const_i32(0, trips as i64)?;
+            let last = em.val(outer, "arith.addi", &[first, c], "i32", &[])?;
+            em.reduce_loop(
+                outer,
+                (first, last),
+                &inits,
+                (&acc_tys, &acc_dims, &acc_dts),
+                (r, x, a, lay),
+            )
+        })?;
         let mut states = Vec::new();
         for (i, dims) in acc_dims.into_iter().enumerate() {
             states.push(Blk {

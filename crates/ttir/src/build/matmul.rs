@@ -380,7 +380,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
     /// (crates/triton `collect_sub_loop`): a `par.collect` kernel over a
     /// grid axis with no dim in its buffer whose body is a matmul (its
     /// partial sums over the axis) or a reduction partial over the axis
-    /// (see [`Em::partial_reducer`]). The sub-block is the kernel's own block
+    /// (see [`efir_triton::partial_reducer`]). The sub-block is the kernel's own block
     /// of the axis (`BLOCK_<axis>__k<i>`, a schedule's or the estimate's),
     /// at most the axis's block (as the Python host's `SUB_<axis>`).
     pub(super) fn sub_loop_of(&self, k: &Kernel) -> R<Option<(String, u64)>> {
@@ -398,7 +398,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             && self.p.def[x.index()]
                 .is_some_and(|i| matches!(f.ops[i].name.as_str(), "tile.matmul" | "tensor.matmul"))
             && f.ty(x).as_tensor().is_some();
-        if !matmul && self.partial_reducer(x, a).is_none() {
+        if !matmul && efir_triton::partial_reducer(f, &self.p.def, &self.p.buffer, x, a).is_none() {
             return Ok(None);
         }
         let bk = self.block_of(a)?;
@@ -430,6 +430,27 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         shape: &[u64],
         depth0: usize,
     ) -> R<(Value<'c, 'm>, usize)> {
+        self.in_sub_blocks(a, sb, |em, trips, first| {
+            em.acc_loop(trips, shape, depth0, |em, iv, acc, inner| {
+                let j = em.val(inner, "arith.addi", &[first, iv], "i32", &[])?;
+                em.bind(a, j, inner)?;
+                Ok(em.product(v, la, lb, Some(acc), inner)?.0)
+            })
+        })
+    }
+
+    /// `body` built with the collected axis `a` of a collect program
+    /// streamed in sub-blocks of `sb` elements of its tile: given the
+    /// sub-blocks a tile holds and the first one's index (a tile index at
+    /// blocks of `sb`), it binds `a` in its loop; meanwhile `a`'s own block
+    /// is `sb`, and what was computed from the grid's binding of `a` is
+    /// hidden. The grid's binding is restored after, whatever happened.
+    pub(super) fn in_sub_blocks<T>(
+        &mut self,
+        a: &str,
+        sb: u64,
+        body: impl FnOnce(&mut Self, u64, Value<'c, 'm>) -> R<T>,
+    ) -> R<T> {
         let bk = self.block_of(a)?;
         if sb == 0 || bk % sb != 0 {
             return Err(format!(
@@ -450,11 +471,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         self.memo.retain(|_, x| x.depth() < grid.0);
         let prev = self.own.insert(a.to_string(), sb);
         self.streamed.insert(a.to_string(), bk);
-        let res = self.acc_loop(trips, shape, depth0, |em, iv, acc, inner| {
-            let j = em.val(inner, "arith.addi", &[first, iv], "i32", &[])?;
-            em.bind(a, j, inner)?;
-            Ok(em.product(v, la, lb, Some(acc), inner)?.0)
-        });
+        let res = body(self, trips, first);
         match prev {
             Some(b) => self.own.insert(a.to_string(), b),
             None => self.own.remove(a),
@@ -467,27 +484,5 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             self.memo.entry(k).or_insert(x);
         }
         res
-    }
-
-    /// The reducer of a collect kernel's body `x` where it is a
-    /// `tensor.reduce` (not a sum) whose result is partial over the
-    /// collected axis `a` (a flash-decoding program's online-softmax state;
-    /// the Python build's `partial_reducer`).
-    pub(super) fn partial_reducer(&self, x: ValueId, a: &str) -> Option<Attr> {
-        let f = self.p.func;
-        let op = &f.ops[self.p.def[x.index()]?];
-        if op.name != "tensor.reduce" || self.p.buffer[x.index()] {
-            return None;
-        }
-        let r = op.attrs.get("reducer")?;
-        if matches!(r, Attr::Term(n, _) if n == "red.sum") {
-            return None;
-        }
-        let partial = f
-            .ty(x)
-            .leaves()
-            .iter()
-            .all(|l| matches!(l.state.get(a), Some(efir_ir::AxisState::Partial(p)) if p == r));
-        partial.then(|| r.clone())
     }
 }
