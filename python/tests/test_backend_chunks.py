@@ -91,7 +91,7 @@ def test_backend_keeps_the_cheaper_of_whole_and_chunks(monkeypatch, caplog, min_
     if fn is whole:
         assert "whole" in said[0] and fn.chunks is None
     else:
-        assert "in chunks" in said[0] and len(fn.chunks) == 3
+        assert "in chunks" in said[0] and len(fn.chunks) == 4
         assert sum(estimate(f.source)["time_us"] for f in fn.chunks.values()) < est
 
 

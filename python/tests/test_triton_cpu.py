@@ -583,3 +583,20 @@ def test_decode_query_row_padded_into_dots(tmp_path):
             errs = h.check_module(py, src, "attn_decode", tmp_path / f"ref_{fname}", config=config)
             assert max(errs) <= TOL, (fname, config, errs)
     assert padded, [m[2] for m in mods]
+
+
+def test_grouped_query_decode_row_padded_through_views(tmp_path):
+    """Grouped-query decode as a Llama layer's attention chunk computes it:
+    the query split into key/value heads and groups, the result merged
+    back, both views of buffers read and written through index arithmetic,
+    with the query row padded to a block of 16 (its default) and at 1:
+    both equal the interpreter (a padded row read through a view once
+    loaded a 1-row block under a 16-row mask)."""
+    src = ROOT / "lit-tests" / "Translate" / "triton-gqa-decode-padded-row.efir"
+    py = tmp_path / "gqa.py"
+    h.sh(h.tool("efir-translate"), "--to-triton", str(src), "--func", "gqa_decode", "-o", str(py))
+    mod = h.load_module(py)
+    assert mod.DEFAULT_CONFIG["BLOCK_g0_3"] == 16
+    for config in ({}, {"BLOCK_g0_3": 1}, dict(largest(mod.CONFIG_SPACE), BLOCK_g0_3=16)):
+        errs = h.check_module(py, src, "gqa_decode", tmp_path / "ref", config=config)
+        assert max(errs) <= TOL, (config, errs)

@@ -322,6 +322,8 @@ LOOPS = [
     # flash-decoding twin streaming its splits of keys in sub-blocks.
     ("lit-tests/Translate/triton-decode-padded-row.efir", "attn_decode.c0"),
     ("lit-tests/Translate/triton-flash-decoding-sub-loop.efir", "attn_decode.c4"),
+    # Grouped-query decode with the padded row read and stored through views.
+    ("lit-tests/Translate/triton-gqa-decode-padded-row.efir", "gqa_decode"),
 ]
 
 

@@ -215,8 +215,17 @@ fn emit_kernel_with(
                     .enumerate()
                     .map(|(j, d)| along(&d.offs, j, r))
                     .collect();
-                let idx = store_indices(f, &p.def, chain, offs)?;
-                e.ptr_at(&name, &idx, &exts, lead_ref)
+                let idx = store_indices(f, &p.def, chain, offs.clone())?;
+                let mut ptr = e.ptr_at(&name, &idx, &exts, lead_ref);
+                // A tiled unit dim (a query row padded to a 16-row dot
+                // block) indexes 0 in the buffer: its offsets still shape
+                // the pointers, so that the mask keeps the one row.
+                for (j, d) in b.dims.iter().enumerate() {
+                    if d.ext == "1" && d.size != "1" {
+                        ptr = format!("{ptr} + 0 * {}", offs[j]);
+                    }
+                }
+                ptr
             }
             None => e.ptr(&name, &b.dims, &exts, lead_ref),
         };

@@ -72,10 +72,23 @@ impl KernelEmitter<'_, '_> {
         let r = dims.len();
         // Index expressions of the current value's dims (broadcastable to
         // the block's rank), from `v` down to the buffer.
+        // A tiled unit dim (a query row padded to a 16-row dot block)
+        // indexes 0 and is loaded once, unmasked, then broadcast to its
+        // block: the rows beyond the one are copies of it (a lazy
+        // broadcast, as in `emit_reshape`), never read past the buffer.
+        let padded: Vec<usize> = (0..r)
+            .filter(|j| exts[*j] == Extent::N(1) && dims[*j].size != "1")
+            .collect();
         let mut idx: Vec<String> = dims
             .iter()
             .enumerate()
-            .map(|(j, d)| along(&d.offs, j, r))
+            .map(|(j, d)| {
+                if padded.contains(&j) {
+                    "0".to_string()
+                } else {
+                    along(&d.offs, j, r)
+                }
+            })
             .collect();
         let statics = |y: ValueId| -> Vec<u64> {
             f.ty(y)
@@ -91,7 +104,7 @@ impl KernelEmitter<'_, '_> {
                 })
                 .unwrap_or_default()
         };
-        let mut stretched = false;
+        let mut stretched = !padded.is_empty();
         for &y in chain {
             let op = &f.ops[self.p.def[y.index()].ok_or("no def")?];
             let a = op.operands[0];
@@ -139,7 +152,11 @@ impl KernelEmitter<'_, '_> {
         let name = buf_param(f, buf, 0);
         let ptr = self.ptr_at(&name, &idx, &bexts, None);
         let var = self.fresh("x");
-        for l in Self::masked(&dims, |m| match m {
+        let mut loaded = dims.clone();
+        for j in &padded {
+            loaded[*j].even = Even::Yes;
+        }
+        for l in Self::masked(&loaded, |m| match m {
             None => format!("{var} = tl.load({ptr})"),
             Some(m) => format!("{var} = tl.load({ptr}, mask={m}, other=0)"),
         }) {

@@ -180,12 +180,13 @@ pub(super) fn auto_grid(
                 // query row is padded: both products become `tl.dot`s, whose
                 // K and V loads Triton pipelines (cp.async), where the
                 // multiply-and-sum reads them with plain loads (sm_90, B=16:
-                // 74 registers against 159). (Not yet in rank 5, grouped-query
-                // attention's [B, KV, G, 1, D]: a Llama decode layer's
-                // attention there stored a 16-row block through a 1-row
-                // pointer.)
+                // 74 registers against 159). Grouped-query attention's
+                // [B, KV, G, 1, D] too: its query reshaped from [B, H, 1, D]
+                // is read through a view (`view_load`), loaded once and
+                // broadcast to the block; its result stored through one
+                // with the row's offsets shaping the pointers.
                 dm.push(16);
-                (dm, if *e == 1 && (r == 2 || r > 4) { 1 } else { 16 })
+                (dm, if *e == 1 && r == 2 { 1 } else { 16 })
             } else if whole && d + 1 == r && top > 128 && top <= WHOLE_ROW {
                 // A row whose statistic the kernel computes: one block.
                 while b <= top {
