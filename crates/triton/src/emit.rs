@@ -63,6 +63,14 @@ struct BD {
     even: Even,
 }
 
+impl BD {
+    /// A unit dim tiled by a block that may exceed it (a query row padded
+    /// to a 16-row dot block): one element, masked to it.
+    fn padded_unit(&self) -> bool {
+        self.ext == "1" && self.size != "1"
+    }
+}
+
 /// Whether a dim's blocks divide its extent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Even {

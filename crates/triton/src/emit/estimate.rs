@@ -6,6 +6,7 @@ use indexmap::IndexMap;
 
 mod defaults;
 mod model;
+mod waves;
 
 pub(crate) use defaults::choose_defaults;
 use model::model;
@@ -201,31 +202,6 @@ fn kernel_stages(p: &Plan<'_>, ki: usize) -> f64 {
 
 /// Shared memory a block of the H200 may use (227 KB).
 const SHARED_BYTES: f64 = 232_448.0;
-
-/// Shared memory of an SM of the H200 (228 KB), shared by its resident
-/// programs.
-const SM_SHARED_BYTES: f64 = 233_472.0;
-
-/// The part of a last wave's quantization that a bandwidth-bound kernel
-/// takes (the programs of a short last wave run faster, alone on their
-/// SMs, but not as fast as a full wave): one-query attention at B=16 on the
-/// H200 (512 programs streaming 4096 keys of 128 dims, f16, in blocks of
-/// 64 with 3 stages: 3 programs an SM by shared memory, 1.29 waves) ran
-/// 281.1 us, against 235.9 at 2 stages (7 an SM, one wave) and 235.2 with
-/// blocks of 128 at 3 stages (1 an SM, 3.88 waves); blocks of 128 at 2
-/// stages (3 an SM) 271.5 (bench/results/2026-12-07-s39-h200-decode-probe-b16.json).
-const TAIL_SHARE: f64 = 0.35;
-
-/// Registers a thread takes beside its accumulators (addresses, offsets,
-/// loop state), for the residency of [`TAIL_SHARE`].
-const REG_BASE: f64 = 32.0;
-
-/// Registers a thread takes per accumulator element it holds (the element,
-/// its operand fragments and the softmax temporaries beside it): one-query
-/// attention at 16 rows holds 24 (QK^T 16x64 and PV 16x128 over 128
-/// threads) and compiled to 74 registers for sm_90; prefill attention at
-/// 64x64 and 64x128 holds 96 and took all 255.
-const REG_PER_ACC: f64 = 2.5;
 
 /// Warps an SM keeps resident for the latency model (a quarter of its 64:
 /// the registers of a matmul tile allow about that many).
@@ -629,39 +605,7 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
             .filter(|n| n.dot)
             .map(|n| n.tile_bytes)
             .fold(0.0, f64::max);
-        // Programs an SM keeps resident: by warps, and by the shared memory
-        // their pipelined tiles take (num_stages - 1 stages of them; 1 KB
-        // reserved a program).
-        let by_shared = if stage_bytes > 0.0 {
-            (SM_SHARED_BYTES / (stage_bytes * (stages - 1.0).max(1.0) + 1024.0))
-                .floor()
-                .max(1.0)
-        } else {
-            f64::INFINITY
-        };
-        // And by registers, estimated from the tensor-core accumulators a
-        // thread holds (REG_BASE + REG_PER_ACC a held element, at most 255):
-        // where shared memory binds, registers may bind first (prefill
-        // attention's 64x128 tiles: 255 registers a thread, 2 programs an
-        // SM at 4 warps whatever their stages; one-query decode at 16 rows,
-        // 74).
-        let threads = 32.0 * warps.max(1.0);
-        let regs = (REG_BASE + REG_PER_ACC * acc_elems / threads).min(255.0);
-        let by_regs = (65536.0 / (threads * regs)).floor().max(1.0);
-        // (And by the SM's 64 warps: the hardware's limit, not the latency
-        // model's `resident_warps`.)
-        let by_warps = (gpu.resident_warps / warps.max(1.0)).max(1.0);
-        let per_sm = (64.0 / warps.max(1.0)).max(1.0).min(by_shared).min(by_regs);
-        // A last wave short of the resident programs leaves SMs idle: the
-        // stream takes part of that wave's quantization (TAIL_SHARE), less
-        // the more waves run before it (their programs finish at different
-        // times, so the last wave's start is staggered).
-        let w = programs / (gpu.sms * per_sm);
-        let tail = if w > 1.0 {
-            1.0 + TAIL_SHARE * (w.ceil() / w - 1.0) / w.floor()
-        } else {
-            1.0
-        };
+        let tail = waves::last_wave_tail(programs, gpu.sms, warps, stage_bytes, stages, acc_elems);
         let stream = moved.max(dot_s) / share * tail * 1e6;
         // A program's loop trips follow one another: a kernel takes at least
         // LOOP_TRIP_US per trip of its loops (ngpt's one-kernel plan with two
@@ -670,10 +614,10 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
         // divided by the loads in flight (num_stages - 1) where Triton
         // pipelines the loop (a `tl.dot` in it); programs beyond those an SM
         // keeps resident run in further waves. (By warps only: where shared
-        // memory binds, registers mostly bind too, which the estimate does
-        // not count: prefill attention's 64x128 tiles at 3 stages measured
-        // best, 3 programs an SM by shared memory.)
-        let waves = (programs / (gpu.sms * by_warps)).ceil().max(1.0);
+        // memory binds, registers mostly bind too: prefill attention's
+        // 64x128 tiles at 3 stages measured best, 3 programs an SM by shared
+        // memory; see `waves::last_wave_tail` for the stream's share.)
+        let waves = (programs / resident).ceil().max(1.0);
         let serial: f64 = nests
             .iter()
             .map(|n| {

@@ -221,7 +221,7 @@ fn emit_kernel_with(
                 // block) indexes 0 in the buffer: its offsets still shape
                 // the pointers, so that the mask keeps the one row.
                 for (j, d) in b.dims.iter().enumerate() {
-                    if d.ext == "1" && d.size != "1" {
+                    if d.padded_unit() {
                         ptr = format!("{ptr} + 0 * {}", offs[j]);
                     }
                 }

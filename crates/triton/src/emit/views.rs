@@ -76,9 +76,7 @@ impl KernelEmitter<'_, '_> {
         // indexes 0 and is loaded once, unmasked, then broadcast to its
         // block: the rows beyond the one are copies of it (a lazy
         // broadcast, as in `emit_reshape`), never read past the buffer.
-        let padded: Vec<usize> = (0..r)
-            .filter(|j| exts[*j] == Extent::N(1) && dims[*j].size != "1")
-            .collect();
+        let padded: Vec<usize> = (0..r).filter(|j| dims[*j].padded_unit()).collect();
         let mut idx: Vec<String> = dims
             .iter()
             .enumerate()
