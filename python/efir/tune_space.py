@@ -70,6 +70,9 @@ def neighbours(cfg, space, keys=None):
             for x in (st + 1, st - 1):
                 if x in STAGES and x in v:
                     out.append({**cfg, k: x})
+        elif k == "pdl":
+            # programmatic dependent launch of a program of several launches, toggled
+            out.extend({**cfg, k: x} for x in v if x != int(cfg.get(k, 0)))
     return out
 
 
@@ -126,6 +129,8 @@ def samples(default, space, n, rng, fixed=()):
                 c[k] = rng.choice([x for x in vs if x in WARPS] or vs)
             elif _stages_key(k):
                 c[k] = rng.choice([x for x in vs if x in STAGES] or vs)
+            elif k == "pdl":
+                c[k] = rng.choice(vs)
         if _key(c) not in seen:
             seen.add(_key(c))
             out.append(c)
@@ -177,6 +182,8 @@ def structure(src, space):
         keys |= axis_keys(grid, r"\bnt_(\w+)")
         keys |= set(re.findall(r"cfg(?:\[|\.get\()\"(\w+)\"", args)) & set(space)
         keys |= {local[v] for v in re.findall(r"\b(\w+)\b", args) if v in local} & set(space)
+        # `pdl` (programmatic dependent launch) chains every launch
+        keys |= {"pdl"} & set(space)
         kernels.append((name, keys))
     shaping = set()
     for shape in _EMPTY.findall(src):

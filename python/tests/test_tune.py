@@ -382,6 +382,30 @@ def test_structure_of_emitted_split_k_candidates(tmp_path):
     assert found, "no split-k candidate among the first four"
 
 
+def test_pdl_is_a_shared_parameter_the_search_toggles(tmp_path):
+    """A program of several launches offers `pdl` (programmatic dependent
+    launch): one move toggles it, samples draw it, and it belongs to the
+    shared group (it chains every launch)."""
+    import random
+
+    sys.path.insert(0, str(ROOT / "python" / "tests"))
+    import triton_harness as h
+
+    out = tmp_path / "group.py"
+    h.sh(h.tool("efir-translate"), "--to-triton", str(ROOT / "lit-tests" / "Translate" / "triton-launch-group.efir"), "-o", str(out))
+    src = out.read_text()
+    ns = {}
+    exec(src.split("\nINPUTS = [")[0], ns)
+    space, default = ns["CONFIG_SPACE"], ns["DEFAULT_CONFIG"]
+    assert space["pdl"] == [0, 1] and default["pdl"] == 1
+    assert {**default, "pdl": 0} in tune.neighbours(default, space)
+    assert "pdl" not in tune.structure(src, space)["inert"]
+    gs, _ = tune.groups(src, space)
+    assert "pdl" in gs[0]
+    drawn = {c["pdl"] for c in tune.samples(default, space, 24, random.Random(0))}
+    assert drawn == {0, 1}
+
+
 def test_own_and_statistics_blocks_belong_to_their_kernel(tmp_path):
     """A kernel's own block of an axis (`BLOCK_k__k0`) and its statistics
     loops' block (`BLOCK_k__r0`) are read into host variables before the

@@ -16,7 +16,7 @@ for r in rows:
     t[(r["workload"], r["B"], r["variant"])].append(r.get("us", float("nan")))
 keys = sorted({(w, b) for w, b, _ in t})
 for w, b in keys:
-    print(w, b, " ".join(f"{v}={min(t.get((w,b,v),[float('nan')])):.1f}" for v in ("base", "wait", "trig")),
+    print(w, b, " ".join(f"{v}={min(t[(w,b,v)]):.1f}" for v in ("base", "wait", "trig", "off", "on") if (w,b,v) in t),
           "rel", max(r.get("rel_l2", 9) for r in rows if r["workload"] == w and r["B"] == b))
 PY
 grep -i error "$OUT/pdl.log" | head -5

@@ -2,7 +2,8 @@
 each module at a given schedule as emitted, and with every kernel after the
 first launched with `launch_pdl=True` and a grid-dependency wait at the top
 of each kernel (`gdc_wait`; variant `trig` also signals its dependents at the
-top with `gdc_launch_dependents`). Timed as run.py times (CUDA graphs, input
+top with `gdc_launch_dependents`). A module emitted with the `pdl` option
+(efir-translate since session 41) is timed with it off and on instead. Timed as run.py times (CUDA graphs, input
 sets rotated), interleaved, checked against the fp32 reference.
 
     python3 bench/gpu/s41/pdl_probe.py OUT.json 'workload:B:module.py:CONFIG_JSON' ...
@@ -41,24 +42,29 @@ def main():
         b = int(b)
         cfg = json.loads(cfg) if cfg else None
         text = open(py).read()
-        mods = {"base": load(text, "base")[0]}
-        for v, trig in (("wait", False), ("trig", True)):
-            try:
-                mods[v] = load(variant(text, trig), v)[0]
-            except Exception as e:  # noqa: BLE001
-                print(w, b, v, "load failed:", e)
+        if '"pdl": [0, 1]' in text:
+            # a module emitted with `pdl` (session 41): off and on by configuration
+            m = load(text, "emitted")[0]
+            mods = {"off": (m, {**(cfg or {}), "pdl": 0}), "on": (m, {**(cfg or {}), "pdl": 1})}
+        else:
+            mods = {"base": (load(text, "base")[0], cfg)}
+            for v, trig in (("wait", False), ("trig", True)):
+                try:
+                    mods[v] = (load(variant(text, trig), v)[0], cfg)
+                except Exception as e:  # noqa: BLE001
+                    print(w, b, v, "load failed:", e)
         size = R.case_size(w, b)
         ins = R.make_inputs(w, b, 7)
         ref = R.reference(w, ins)
         for rep in range(2):
-            for v, mod in mods.items():
-                row = {"workload": w, "B": b, "module": os.path.basename(py), "config": cfg, "variant": v, "rep": rep}
+            for v, (mod, c) in mods.items():
+                row = {"workload": w, "B": b, "module": os.path.basename(py), "config": c, "variant": v, "rep": rep}
                 try:
-                    o = mod.run(*ins, config=cfg)
+                    o = mod.run(*ins, config=c)
                     o = o[0] if isinstance(o, (tuple, list)) else o
                     torch.cuda.synchronize()
                     row["rel_l2"] = R.rel_l2(o, ref)
-                    row["us"] = R.timed(lambda *a, m=mod: m.run(*a, config=cfg), w, b, size["copies"])
+                    row["us"] = R.timed(lambda *a, m=mod, c=c: m.run(*a, config=c), w, b, size["copies"])
                 except Exception as e:  # noqa: BLE001
                     row["error"] = str(e)[:300]
                 print(json.dumps(row), flush=True)

@@ -385,6 +385,14 @@ pub struct Plan<'a> {
     pub maxnreg: Option<u32>,
     /// See `maxnreg`.
     pub kernel_maxnreg: Vec<Option<u32>>,
+    /// Programmatic dependent launch (`pdl` of a configuration, offered
+    /// where the program takes two launches or more): each launch after the
+    /// first may start while the one before it finishes, and every kernel
+    /// waits for its predecessor before its first instruction. None: the
+    /// default, on for two launches (measured 0.4-0.7 us faster on an H100
+    /// for lora, gated_mlp and decode at B=1), off for more (a chain of
+    /// five launches measured 3 us slower; `bench/gpu/s41/pdl_probe.py`).
+    pub pdl: Option<bool>,
     /// Per kernel (launch order), blocks of axes that the kernel only loops
     /// over (`BLOCK_<axis>__k<i>` of a configuration): such a kernel may
     /// take its own block, since no buffer it reads or writes depends on it

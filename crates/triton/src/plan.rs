@@ -87,6 +87,7 @@ fn plan_with<'a>(module: &'a Module, f: &'a Func, broadcast: bool) -> Result<Pla
         kernel_stages: vec![None; n],
         maxnreg: None,
         kernel_maxnreg: vec![None; n],
+        pdl: None,
         kernel_blocks: vec![IndexMap::new(); n],
         stat_blocks: vec![IndexMap::new(); n],
     };

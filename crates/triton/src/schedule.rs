@@ -85,11 +85,19 @@ pub(crate) fn apply_schedule(p: &mut Plan<'_>) -> Result<(), String> {
         }
         match k {
             "maxnreg" => p.maxnreg = Some(legal(&MAXNREG)?),
+            // a program of several kernels (checked against its launches
+            // when it is emitted)
+            "pdl" if p.kernels.len() > 1 => p.pdl = Some(legal(&[0, 1])? == 1),
+            "pdl" => {
+                return Err(format!(
+                    "schedule entry `{part}`: the program takes one launch (`pdl` chooses how a program of several launches chains them)"
+                ))
+            }
             "num_warps" => p.warps = legal(&WARPS)?,
             "num_stages" => p.stages = legal(&STAGES)?,
             _ => {
                 let id = k.strip_prefix("BLOCK_").ok_or_else(|| {
-                    format!("schedule entry `{part}`: unknown parameter `{k}` (BLOCK_<axis>, num_warps, num_stages, maxnreg, num_warps_k<i>, num_stages_k<i>, maxnreg_k<i> of a program with several kernels)")
+                    format!("schedule entry `{part}`: unknown parameter `{k}` (BLOCK_<axis>, num_warps, num_stages, maxnreg, pdl, num_warps_k<i>, num_stages_k<i>, maxnreg_k<i> of a program with several kernels)")
                 })?;
                 let info = p
                     .axes

@@ -12,9 +12,18 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
     for k in &p.kernels {
         ks.push(emit_kernel_in_context(p, k)?);
     }
+    let groups = launch_groups(p, &ks);
+    // Programmatic dependent launch is a choice of programs of several launches.
+    let pdl = groups.len() > 1;
+    if p.pdl.is_some() && !pdl {
+        return Err(
+            "schedule entry `pdl`: the program takes one launch (`pdl` chooses how a program of several launches chains them)"
+                .into(),
+        );
+    }
     let mut out = String::new();
     docstring(&mut out, p, source, pipeline);
-    let (defaults, space) = configuration(p, &ks)?;
+    let (defaults, space) = configuration(p, &ks, groups.len())?;
     let _ = writeln!(out, "DEFAULT_CONFIG = {{\n{}\n}}", defaults.join("\n"));
     let _ = writeln!(out);
     let _ = writeln!(out, "CONFIG_SPACE = {{\n{}\n}}", space.join("\n"));
@@ -31,18 +40,18 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
     );
     let _ = writeln!(out);
     inputs_list(&mut out, f)?;
-    let groups = launch_groups(p, &ks);
     for g in &groups {
         for (j, &i) in g.iter().enumerate() {
-            let text = if j > 0 {
-                offset_pid(&ks[i].text)
+            let text = if pdl {
+                with_pdl(&ks[i].text)
             } else {
                 ks[i].text.clone()
             };
+            let text = if j > 0 { offset_pid(&text) } else { text };
             let _ = writeln!(out, "\n{text}");
         }
         if g.len() > 1 {
-            let _ = writeln!(out, "\n{}", group_kernel(&ks, g));
+            let _ = writeln!(out, "\n{}", group_kernel(&ks, g, pdl));
         }
     }
     if groups.iter().any(|g| g.len() > 1) {
@@ -50,6 +59,9 @@ pub fn emit_python(p: &Plan<'_>, source: &str, pipeline: &str) -> Result<String,
         let _ = writeln!(out, "\n_UNGROUPED = set()");
     }
     let _ = write!(out, "{REGS_HELPER}");
+    if pdl {
+        let _ = write!(out, "{PDL_HELPER}");
+    }
     let _ = writeln!(out);
     run_function(&mut out, p, &ks, &groups);
     Ok(out)
@@ -93,6 +105,36 @@ fn offset_pid(text: &str) -> String {
     out
 }
 
+/// A kernel of a program of several launches: a `PDL` switch (0 unless
+/// the configuration's `pdl` is on and the GPU has programmatic dependent
+/// launch) under which each program first waits for the kernel launched
+/// before it to finish and flush its writes (`gdc_wait`), then lets the
+/// next kernel's programs start on the SMs that its own free
+/// (`gdc_launch_dependents`). Every kernel waits, so a kernel that reads a
+/// buffer written two launches before it also finds it complete.
+fn with_pdl(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 160);
+    let (mut def, mut doc) = (false, false);
+    for line in text.lines() {
+        if !def && line.starts_with("def ") && line.ends_with("):") {
+            out.push_str(&line[..line.len() - 2]);
+            out.push_str(", PDL: tl.constexpr = 0):\n");
+            def = true;
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+        if def && !doc && line.trim_start().starts_with("\"\"\"") {
+            out.push_str("    if PDL:\n");
+            out.push_str("        tl.extra.cuda.gdc_wait()\n");
+            out.push_str("        tl.extra.cuda.gdc_launch_dependents()\n");
+            doc = true;
+        }
+    }
+    out.truncate(out.trim_end().len());
+    out
+}
+
 /// The name of a group's kernel (kernel names start `_k<i>_`, so no
 /// kernel has it).
 fn group_name(g: &[usize]) -> String {
@@ -108,7 +150,7 @@ fn member_param(j: usize, x: &str) -> String {
 /// One kernel for a launch group: each program runs the member its id
 /// falls in (`G_j`: the programs of the members before `j`), with the
 /// member's parameters (prefixed `m<j>_`) passed through.
-fn group_kernel(ks: &[EmittedKernel], g: &[usize]) -> String {
+fn group_kernel(ks: &[EmittedKernel], g: &[usize], pdl: bool) -> String {
     let mut params = Vec::new();
     let mut calls = Vec::new();
     for (j, &i) in g.iter().enumerate() {
@@ -125,7 +167,13 @@ fn group_kernel(ks: &[EmittedKernel], g: &[usize]) -> String {
             params.push(format!("G_{j}"));
             args.push(format!("PID_OFF=G_{j}"));
         }
+        if pdl {
+            args.push("PDL=PDL".into());
+        }
         calls.push(format!("{}({})", ks[i].name, args.join(", ")));
+    }
+    if pdl {
+        params.push("PDL: tl.constexpr = 0".into());
     }
     let mut text = String::new();
     let _ = writeln!(text, "@triton.jit");
@@ -190,7 +238,11 @@ fn docstring(out: &mut String, p: &Plan<'_>, source: &str, pipeline: &str) {
 /// blocks where the program has several, the statistics loops' blocks;
 /// an error where the plan's schedule gives a kernel a block it has no
 /// loop for.
-fn configuration(p: &Plan<'_>, ks: &[EmittedKernel]) -> Result<(Vec<String>, Vec<String>), String> {
+fn configuration(
+    p: &Plan<'_>,
+    ks: &[EmittedKernel],
+    launches: usize,
+) -> Result<(Vec<String>, Vec<String>), String> {
     let mut defaults = Vec::new();
     let mut space = Vec::new();
     for (a, info) in &p.axes {
@@ -207,6 +259,11 @@ fn configuration(p: &Plan<'_>, ks: &[EmittedKernel]) -> Result<(Vec<String>, Vec
     let list = |xs: &[u32]| xs.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
     space.push(format!("    \"num_warps\": [{}],", list(&crate::WARPS)));
     space.push(format!("    \"num_stages\": [{}],", list(&crate::STAGES)));
+    if launches > 1 {
+        let on = p.pdl.unwrap_or(launches == 2);
+        defaults.push(format!("    \"pdl\": {},", u8::from(on)));
+        space.push("    \"pdl\": [0, 1],".into());
+    }
     // A program of several kernels: each kernel's warps and stages may
     // differ from the program's (absent from a configuration: the program's).
     if p.kernels.len() > 1 {
@@ -370,6 +427,10 @@ fn run_function(out: &mut String, p: &Plan<'_>, ks: &[EmittedKernel], groups: &[
     for (i, v) in f.params.iter().enumerate() {
         let _ = writeln!(out, "    {} = inputs[{i}].contiguous()", buf_host(f, *v, 0));
     }
+    let pdl = groups.len() > 1;
+    if pdl {
+        let _ = writeln!(out, "    pdl = _pdl_on(cfg, dev)");
+    }
     for a in p.axes.keys() {
         let id = py_ident(a);
         let ext = p.axes[a].extent.host();
@@ -378,11 +439,19 @@ fn run_function(out: &mut String, p: &Plan<'_>, ks: &[EmittedKernel], groups: &[
         let _ = writeln!(out, "    ntp_{id} = triton.next_power_of_2(nt_{id})");
         let _ = writeln!(out, "    even_{id} = {ext} % block_{id} == 0");
     }
-    for g in groups {
-        let calls: Vec<Launch> = g
+    for (gi, g) in groups.iter().enumerate() {
+        let mut calls: Vec<Launch> = g
             .iter()
             .map(|&i| launch(out, p, &p.kernels[i], &ks[i]))
             .collect();
+        // Every launch but the program's first is a dependent launch.
+        for (j, c) in calls.iter_mut().enumerate() {
+            c.pdl = match (pdl, gi == 0 && j == 0) {
+                (false, _) => Pdl::Off,
+                (true, true) => Pdl::First,
+                (true, false) => Pdl::Next,
+            };
+        }
         if calls.len() == 1 {
             let c = &calls[0];
             let _ = writeln!(out, "    {}", c.call(&c.grid, &c.args, &c.name));
@@ -482,6 +551,21 @@ struct Launch {
     stages: String,
     /// The `maxnreg` cap (a Python expression, None for none).
     regs: String,
+    /// Its part in programmatic dependent launch.
+    pdl: Pdl,
+}
+
+/// A launch's part in programmatic dependent launch ([`with_pdl`]).
+#[derive(Clone, Copy)]
+enum Pdl {
+    /// A program of one launch.
+    Off,
+    /// The program's first launch: launched as usual (it waits for
+    /// whatever ran before the program); it lets the next one start early.
+    First,
+    /// A later launch: a dependent launch where the configuration has
+    /// `pdl` on.
+    Next,
 }
 
 impl Launch {
@@ -492,6 +576,14 @@ impl Launch {
         all.push(format!("num_warps={}", self.warps));
         all.push(format!("num_stages={}", self.stages));
         all.push(format!("**_regs({})", self.regs));
+        match self.pdl {
+            Pdl::Off => {}
+            Pdl::First => all.push("PDL=pdl".into()),
+            Pdl::Next => {
+                all.push("PDL=pdl".into());
+                all.push("**_launch_pdl(pdl)".into());
+            }
+        }
         format!("{kernel}[({grid},)]({})", all.join(", "))
     }
 }
@@ -611,6 +703,7 @@ fn launch(out: &mut String, p: &Plan<'_>, k: &Kernel, ek: &EmittedKernel) -> Lau
         warps,
         stages,
         regs,
+        pdl: Pdl::Off,
     }
 }
 
@@ -621,6 +714,32 @@ const REGS_HELPER: &str = r#"
 def _regs(n):
     """Triton's `maxnreg` launch option where the configuration caps a kernel's registers."""
     return {} if n is None else {"maxnreg": n}
+"#;
+
+/// The host helpers of a program of several launches: whether this call
+/// chains them by programmatic dependent launch (the configuration's `pdl`
+/// on a GPU of compute capability 9.0 or later, never under Triton's
+/// interpreter), and the launch option of
+/// a dependent launch.
+const PDL_HELPER: &str = r#"
+
+_PDL_DEVICES = {}
+
+
+def _pdl_on(cfg, dev):
+    """Programmatic dependent launch: the configuration's `pdl` where the GPU has it (sm_90 and later)."""
+    import os
+
+    if not cfg.get("pdl") or dev.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1":
+        return False
+    if dev not in _PDL_DEVICES:
+        _PDL_DEVICES[dev] = torch.cuda.get_device_capability(dev)[0] >= 9
+    return _PDL_DEVICES[dev]
+
+
+def _launch_pdl(on):
+    """The launch option of a dependent launch (none when `pdl` is off)."""
+    return {"launch_pdl": True} if on else {}
 "#;
 
 /// The host helper of a program with symbolic extents: checks the inputs
