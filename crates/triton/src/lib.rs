@@ -388,10 +388,14 @@ pub struct Plan<'a> {
     /// Programmatic dependent launch (`pdl` of a configuration, offered
     /// where the program takes two launches or more): each launch after the
     /// first may start while the one before it finishes, and every kernel
-    /// waits for its predecessor before its first instruction. None: the
-    /// default, on for two launches (measured 0.4-0.7 us faster on an H100
-    /// for lora, gated_mlp and decode at B=1), off for more (a chain of
-    /// five launches measured 3 us slower; `bench/gpu/s41/pdl_probe.py`).
+    /// waits for its predecessor before its first instruction. The default
+    /// schedule (`choose_defaults`) turns it on where the program takes
+    /// two launches and the first one's programs all fit on the SMs at
+    /// once (measured 0.4-0.7 us faster on an H100 for lora, gated_mlp and
+    /// decode at B=1); off for more launches (a chain of five measured 3 us
+    /// slower; `bench/gpu/s41/pdl_probe.py`) or a first launch past one
+    /// wave (lora at B=8: 28.8 us against 18.8). None: not chosen (on for
+    /// two launches).
     pub pdl: Option<bool>,
     /// Per kernel (launch order), blocks of axes that the kernel only loops
     /// over (`BLOCK_<axis>__k<i>` of a configuration): such a kernel may

@@ -58,11 +58,20 @@ pub struct KernelEstimate {
     /// The bytes one stage of its pipelined (`tl.dot`) loops' tiles takes
     /// in shared memory (the largest loop's).
     pub stage_bytes: f64,
+    /// Its programs over those the SMs hold at once by shared memory,
+    /// registers and warps (`waves::per_sm`): at most 1, all run at once.
+    pub fill: f64,
+    /// Elements of the f32 accumulators of its tensor-core products.
+    pub acc_elems: f64,
 }
 
 /// The latency of one loop trip of a program (microseconds), a lower bound
 /// on a kernel's time with its longest program's trips.
 const LOOP_TRIP_US: f64 = 0.18;
+
+/// The elements of a statistics loop's row that count as one serial trip
+/// (see `serial_trips` in [`estimate_detail`]).
+const STAT_ROW_TRIP: f64 = 1024.0;
 
 /// Streaming multiprocessors of the H200.
 const SMS: f64 = 132.0;
@@ -497,6 +506,22 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
                     }
                 })
                 .product();
+            // The trips a program waits for one after another: a statistics
+            // loop's trips overlap (a running sum of small tiles from L2;
+            // layernorm_gemm at B=16 measured 7.2 us at 16 trips of 64 a
+            // row of 1,024 and 8.9 at one; see `defaults::stat_tile_block`),
+            // so it counts one trip per 1,024 of its row, whatever its block.
+            let serial_trips: f64 = w
+                .loops
+                .iter()
+                .filter_map(|a| a.strip_suffix("/stat"))
+                .map(|b| {
+                    let e = p.axes.get(b).and_then(|i| i.extent.size()).unwrap_or(1) as f64;
+                    let rb = size(&format!("RB_{}", py_ident(b)));
+                    ((e / STAT_ROW_TRIP).ceil().max(1.0)) / (e / rb).ceil().max(1.0)
+                })
+                .product::<f64>()
+                * trips;
             let elems: f64 = w.sizes.iter().map(|s| size(s)).product();
             // A load's traffic and the part of it DRAM serves.
             let traffic = elems * w.bytes as f64 * trips * programs * sector_waste(w, &size);
@@ -524,7 +549,7 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
                     }
                 };
                 let n = &mut nests[i];
-                n.trips = n.trips.max(trips);
+                n.trips = n.trips.max(serial_trips);
                 // (mostly from DRAM: less than half served by L2)
                 if !w.flops
                     && w.source >= DRAM_TRAFFIC
@@ -647,6 +672,8 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
         });
         if let Some(d) = detail.last_mut() {
             d.stage_bytes = stage_bytes;
+            d.fill = programs / (gpu.sms * waves::per_sm(warps, stage_bytes, stages, acc_elems));
+            d.acc_elems = acc_elems;
         }
         est.shared_bytes = est.shared_bytes.max(stage_bytes * stages);
     }

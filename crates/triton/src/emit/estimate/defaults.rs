@@ -437,6 +437,43 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
             }
         }
     }
+    // Statistics loops by the tile a trip loads (see [`stat_tile_block`]).
+    let mut restat = false;
+    for (ki, k) in ks.iter().enumerate() {
+        for a in &k.stat_axes {
+            if let Some(b) = stat_tile_block(p, ki, k, a) {
+                restat |= p.stat_blocks[ki].insert(a.clone(), b) != Some(b);
+            }
+        }
+    }
+    if restat {
+        best = estimate_of(p, &ks);
+    }
+    // Programmatic dependent launch (`Plan::pdl`) where the program takes
+    // two launches and the first one's programs all run at once: measured
+    // on the H100 (session 41), lora, gated_mlp and one-query attention at
+    // B=1 0.4-0.7 us faster with it; lora at B=8 at its old default (the
+    // first launch 272 programs, 264 resident by shared memory) 28.8 us
+    // with it against 18.8 without, and chains of 4-5 launches 3 us slower.
+    if p.pdl.is_none() {
+        let groups = super::host::launch_groups(p, &ks);
+        if groups.len() > 1 {
+            let detail = estimate_detail(p, &ks).1;
+            let g = &groups[0];
+            // A launch group's program holds every member's shared memory
+            // (Triton allocates each inlined member its own).
+            let fill = if g.len() > 1 {
+                let programs: f64 = g.iter().map(|&i| detail[i].programs).sum();
+                let stage: f64 = g.iter().map(|&i| detail[i].stage_bytes).sum();
+                let acc = g.iter().map(|&i| detail[i].acc_elems).fold(0.0, f64::max);
+                let (w, st) = (kernel_warps(p, g[0]), kernel_stages(p, g[0]));
+                programs / (model().sms * waves::per_sm(w, stage, st, acc))
+            } else {
+                detail[g[0]].fill
+            };
+            p.pdl = Some(groups.len() == 2 && fill <= 1.0);
+        }
+    }
     // A kernel's block equal to its axis's is no block of its own.
     for blocks in p.kernel_blocks.iter_mut() {
         blocks.retain(|a, b| p.axes.get(a).map(|i| i.default) != Some(*b));
@@ -447,4 +484,61 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
         blocks.retain(|a, b| own.get(a).copied().or(p.axes.get(a).map(|i| i.default)) != Some(*b));
     }
     Some(best)
+}
+
+/// Elements a thread loads in one trip of a statistics loop
+/// ([`stat_tile_block`]).
+const STAT_ELEMS_PER_THREAD: u64 = 8;
+
+/// The block of kernel `ki`'s statistics loops over axis `a` (`RB_<a>`,
+/// [`Plan::stat_blocks`]) whose trip loads about 8 elements a thread (1,024
+/// at 4 warps) of the rows the kernel's tile really has (a block past its
+/// dim's extent is masked): the largest block of the axis's domain within
+/// that, at most the axis's extent. Measured on the H100 (session 41,
+/// `bench/gpu/s41/cfg_probe.py`, bench/results/2026-12-07-s41-h100-lg.json),
+/// layernorm_gemm's one kernel (two statistics loops over rows of 1,024,
+/// then the K loop): 16 rows a program ran 7.2 us at 64 a trip, 7.7 at 128,
+/// 9.2 at 256, 8.9 at the whole row; 8 real rows (a block of 16) 7.3 at
+/// 128, 8.9 at 64, 7.9 at the whole row; one row 7.2 at 512, 11.2 at 128,
+/// 15.0 at 64. The estimate alone prefers the whole row (fewest trips).
+/// None where the kernel has no statistics loop over the axis.
+fn stat_tile_block(p: &Plan<'_>, ki: usize, k: &EmittedKernel, a: &str) -> Option<u64> {
+    let rb = format!("RB_{}", py_ident(a));
+    // The real extent of a block of the axis named `id` in this kernel.
+    let real = |id: &str| -> u64 {
+        p.axes
+            .iter()
+            .find(|(n, _)| py_ident(n) == id)
+            .map(|(n, i)| {
+                let b = p.kernel_blocks[ki].get(n).copied().unwrap_or(i.default);
+                i.extent.size().map_or(b, |e| b.min(e.max(1)))
+            })
+            .unwrap_or(1)
+    };
+    let rows = k
+        .work
+        .iter()
+        .filter(|w| w.sizes.contains(&rb))
+        .map(|w| {
+            w.sizes
+                .iter()
+                .filter(|s| **s != rb)
+                .map(|s| match (s.parse::<u64>(), s.strip_prefix("BLOCK_")) {
+                    (Ok(n), _) => n,
+                    (_, Some(id)) => real(id),
+                    _ => 1,
+                })
+                .product::<u64>()
+        })
+        .max()?;
+    let threads = 32 * kernel_warps(p, ki) as u64;
+    let want = (STAT_ELEMS_PER_THREAD * threads / rows.max(1)).max(1);
+    let info = &p.axes[a];
+    let ext = info.extent.size().unwrap_or(u64::MAX);
+    info.domain
+        .iter()
+        .copied()
+        .filter(|&b| b <= want && b <= ext.next_power_of_two())
+        .max()
+        .or_else(|| info.domain.iter().copied().min())
 }

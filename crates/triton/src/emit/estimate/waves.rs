@@ -45,6 +45,17 @@ pub(super) fn last_wave_tail(
     stages: f64,
     acc_elems: f64,
 ) -> f64 {
+    let w = programs / (sms * per_sm(warps, stage_bytes, stages, acc_elems));
+    if w > 1.0 {
+        1.0 + TAIL_SHARE * (w.ceil() / w - 1.0) / w.floor()
+    } else {
+        1.0
+    }
+}
+
+/// The programs an SM holds at once (see [`last_wave_tail`]): by shared
+/// memory, registers and the SM's 64 warps.
+pub(super) fn per_sm(warps: f64, stage_bytes: f64, stages: f64, acc_elems: f64) -> f64 {
     let by_shared = if stage_bytes > 0.0 {
         (SM_SHARED_BYTES / (stage_bytes * (stages - 1.0).max(1.0) + 1024.0))
             .floor()
@@ -55,13 +66,7 @@ pub(super) fn last_wave_tail(
     let threads = 32.0 * warps.max(1.0);
     let regs = (REG_BASE + REG_PER_ACC * acc_elems / threads).min(255.0);
     let by_regs = (65536.0 / (threads * regs)).floor().max(1.0);
-    let per_sm = (64.0 / warps.max(1.0)).max(1.0).min(by_shared).min(by_regs);
-    let w = programs / (sms * per_sm);
-    if w > 1.0 {
-        1.0 + TAIL_SHARE * (w.ceil() / w - 1.0) / w.floor()
-    } else {
-        1.0
-    }
+    (64.0 / warps.max(1.0)).max(1.0).min(by_shared).min(by_regs)
 }
 
 #[cfg(test)]
