@@ -73,6 +73,10 @@ const LOOP_TRIP_US: f64 = 0.18;
 /// (see `serial_trips` in [`estimate_detail`]).
 const STAT_ROW_TRIP: f64 = 1024.0;
 
+/// The trips of a statistics loop that overlap as one (see
+/// [`STAT_ROW_TRIP`]): 16 measured (16 trips of 64 over rows of 1,024).
+const STAT_OVERLAP: f64 = 16.0;
+
 /// Streaming multiprocessors of the H200.
 const SMS: f64 = 132.0;
 
@@ -510,7 +514,9 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
             // loop's trips overlap (a running sum of small tiles from L2;
             // layernorm_gemm at B=16 measured 7.2 us at 16 trips of 64 a
             // row of 1,024 and 8.9 at one; see `defaults::stat_tile_block`),
-            // so it counts one trip per 1,024 of its row, whatever its block.
+            // so it counts one trip per 1,024 of its row, and at least one
+            // per STAT_OVERLAP of its trips (unmeasured beyond 16: a block
+            // of 16 over a row of 4,096 counts 16).
             let serial_trips: f64 = w
                 .loops
                 .iter()
@@ -518,7 +524,12 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
                 .map(|b| {
                     let e = p.axes.get(b).and_then(|i| i.extent.size()).unwrap_or(1) as f64;
                     let rb = size(&format!("RB_{}", py_ident(b)));
-                    ((e / STAT_ROW_TRIP).ceil().max(1.0)) / (e / rb).ceil().max(1.0)
+                    let trips = (e / rb).ceil().max(1.0);
+                    (e / STAT_ROW_TRIP)
+                        .ceil()
+                        .max(trips / STAT_OVERLAP)
+                        .max(1.0)
+                        / trips
                 })
                 .product::<f64>()
                 * trips;

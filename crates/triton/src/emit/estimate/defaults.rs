@@ -490,6 +490,10 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
 /// ([`stat_tile_block`]).
 const STAT_ELEMS_PER_THREAD: u64 = 8;
 
+/// The most trips over a row [`stat_tile_block`] chooses (the most
+/// measured).
+const STAT_MAX_TRIPS: u64 = 16;
+
 /// The block of kernel `ki`'s statistics loops over axis `a` (`RB_<a>`,
 /// [`Plan::stat_blocks`]) whose trip loads about 8 elements a thread (1,024
 /// at 4 warps) of the rows the kernel's tile really has (a block past its
@@ -501,7 +505,8 @@ const STAT_ELEMS_PER_THREAD: u64 = 8;
 /// 9.2 at 256, 8.9 at the whole row; 8 real rows (a block of 16) 7.3 at
 /// 128, 8.9 at 64, 7.9 at the whole row; one row 7.2 at 512, 11.2 at 128,
 /// 15.0 at 64. The estimate alone prefers the whole row (fewest trips).
-/// None where the kernel has no statistics loop over the axis.
+/// None where the kernel has no statistics loop over the axis, or where
+/// that block would take more than [`STAT_MAX_TRIPS`] trips over a row.
 fn stat_tile_block(p: &Plan<'_>, ki: usize, k: &EmittedKernel, a: &str) -> Option<u64> {
     let rb = format!("RB_{}", py_ident(a));
     // The real extent of a block of the axis named `id` in this kernel.
@@ -535,6 +540,10 @@ fn stat_tile_block(p: &Plan<'_>, ki: usize, k: &EmittedKernel, a: &str) -> Optio
     let want = (STAT_ELEMS_PER_THREAD * threads / rows.max(1)).max(1);
     let info = &p.axes[a];
     let ext = info.extent.size().unwrap_or(u64::MAX);
+    // Measured up to 16 trips a row: beyond, the estimate's choice stays.
+    if want.saturating_mul(STAT_MAX_TRIPS) < ext {
+        return None;
+    }
     info.domain
         .iter()
         .copied()
