@@ -59,21 +59,19 @@ def spearman(xs, ys):
     return sxy / math.sqrt(sxx * syy)
 
 
+def measured_us(e):
+    """One timed entry's time for ranking: the quick time every timed schedule
+    has (one measurement method across a case's candidates), else the re-timed
+    one (run.py's older files). A tune_bench `tuned` entry re-times a schedule
+    the tuner already timed quickly, beside the peers: not counted."""
+    if e.get("phase") == "tuned":
+        return None
+    return e.get("quick_us", e.get("time_us"))
+
+
 def case_ranking(rec):
     """[(candidate, estimate_us, best measured us)] of one case, by estimate."""
-    best = {}
-    est = {}
-    for e in rec.get("efir", []):
-        if not e.get("ok"):
-            continue
-        t = e.get("time_us", e.get("quick_us"))
-        if t is None:
-            continue
-        c = e["candidate"]
-        est[c] = e.get("estimate_us")
-        best[c] = min(best.get(c, math.inf), t)
-    rows = [(c, est[c], best[c]) for c in best if est[c] is not None]
-    return sorted(rows, key=lambda r: (r[1], r[0]))
+    return [(r["candidate"], r["estimate_us"], r["best_us"]) for r in case_rows(rec)]
 
 
 SMS = 132  # the H200's streaming multiprocessors
@@ -119,12 +117,21 @@ def case_rows(rec, gen=None):
     each candidate's best correct time over its schedules; `features` from
     the record's shortlist (tune_bench) or a generated module under `gen`
     whose estimate matches, else None."""
+    # The estimate and kernel count of each candidate from any entry that
+    # has them (a tune_bench `tuned` entry carries neither).
+    static = {}
+    for e in rec.get("efir", []):
+        if e.get("estimate_us") is not None:
+            static.setdefault(e["candidate"], (e["estimate_us"], e.get("kernels") or 1))
+    for s in rec.get("shortlist", []):
+        static.setdefault(s["candidate"], (s["estimate_us"], s.get("kernels") or 1))
     rows = {}
     for e in rec.get("efir", []):
-        t = e.get("time_us", e.get("quick_us"))
-        if not e.get("ok") or t is None or e.get("estimate_us") is None:
+        t = measured_us(e)
+        if not e.get("ok") or t is None or e["candidate"] not in static:
             continue
-        r = rows.setdefault(e["candidate"], {"candidate": e["candidate"], "estimate_us": e["estimate_us"], "kernels": e.get("kernels") or 1, "best_us": math.inf, "features": None})
+        est, kernels = static[e["candidate"]]
+        r = rows.setdefault(e["candidate"], {"candidate": e["candidate"], "estimate_us": est, "kernels": kernels, "best_us": math.inf, "features": None})
         r["best_us"] = min(r["best_us"], t)
     short = {s["candidate"]: s.get("features") for s in rec.get("shortlist", [])}
     for r in rows.values():

@@ -113,3 +113,22 @@ def test_estimate_points_estimates_each_timed_schedule(tmp_path):
     assert pts[0]["estimate_us"] == pytest.approx(est)
     assert pts[1]["estimate_us"] != pytest.approx(est)
     assert all(p["candidate"] == "layernorm_gemm_c0" for p in pts)
+
+
+def test_case_rows_keep_the_estimate_of_a_candidate_whose_last_entry_has_none():
+    """tune_bench records end with a `tuned` entry (re-timed beside the peers)
+    that carries no estimate: the candidate keeps the estimate of its other
+    entries, and every candidate is ranked by its quick times."""
+    rec = {
+        "efir": [
+            {"candidate": "a", "estimate_us": 10.0, "kernels": 2, "ok": True, "phase": "tuner", "quick_us": 30.0},
+            {"candidate": "a", "estimate_us": 10.0, "kernels": 2, "ok": True, "phase": "tuner", "quick_us": 20.0},
+            {"candidate": "b", "estimate_us": 12.0, "kernels": 1, "ok": True, "phase": "tuner", "quick_us": 25.0},
+            {"candidate": "c", "estimate_us": 14.0, "kernels": 1, "ok": False, "phase": "tuner"},
+            {"candidate": "c", "estimate_us": 14.0, "kernels": 1, "ok": True, "phase": "wide", "quick_us": 40.0},
+            {"candidate": "a", "config": {}, "ok": True, "time_us": 5.0, "phase": "tuned"},
+        ]
+    }
+    assert ranking.case_ranking(rec) == [("a", 10.0, 20.0), ("b", 12.0, 25.0), ("c", 14.0, 40.0)]
+    rows = ranking.case_rows(rec)
+    assert [r["kernels"] for r in rows] == [2, 1, 1]
