@@ -11,7 +11,7 @@ if [ -n "${FIXUP:-}" ]; then
 import json, sys
 for l in open(sys.argv[1]):
     r = json.loads(l)
-    print(f"B={r['B']:<3} {r['variant']:40s} {r.get('us', float('nan')):8.2f} us  rel {r.get('rel_l2', float('nan')):.1e}/{r.get('rel_l2_again', float('nan')):.1e} {r.get('error', '')[:120]}")
+    print(f"{r.get('work',''):10s} B={r['B']:<3} {r['variant']:40s} {r.get('us', float('nan')):8.2f} us  rel {r.get('rel_l2', float('nan')):.1e}/{r.get('rel_l2_again', float('nan')):.1e} {r.get('error', '')[:120]}")
 PY
   tail -3 "$OUT/fixup.err"
 fi
