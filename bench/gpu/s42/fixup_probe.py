@@ -32,7 +32,8 @@ BEST = {  # session 41's best schedules (run.py, H100)
 
 @triton.jit
 def lora_fixup(x, w, a, bm, y, part, parta, cnt, B, N: tl.constexpr, K: tl.constexpr, R: tl.constexpr,
-               BB: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SUB: tl.constexpr, S: tl.constexpr, SC: tl.constexpr):
+               BB: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SUB: tl.constexpr, S: tl.constexpr, SC: tl.constexpr,
+               BARRIER: tl.constexpr = 0):
     pid = tl.program_id(0)
     s = pid % S
     nt = pid // S
@@ -52,8 +53,21 @@ def lora_fixup(x, w, a, bm, y, part, parta, cnt, B, N: tl.constexpr, K: tl.const
     base = nt * S + s
     tl.store(part + base * BB * BN + offs_b[:, None] * BN + tl.arange(0, BN)[None, :], acc, mask=rows[:, None])
     tl.store(parta + base * BB * R + offs_b[:, None] * R + offs_r[None, :], acca, mask=rows[:, None])
-    old = tl.atomic_add(cnt + nt, 1, sem="acq_rel", scope="gpu")
-    if old == S - 1:
+    if BARRIER:
+        # a grid-wide barrier (every program resident at once), then
+        # program p < the tile count combines tile p
+        G = tl.num_programs(0)
+        tl.atomic_add(cnt, 1, sem="release", scope="gpu")
+        seen = tl.atomic_add(cnt, 0, sem="acquire", scope="gpu")
+        while seen < G:
+            seen = tl.atomic_add(cnt, 0, sem="acquire", scope="gpu")
+        nt = pid
+        offs_n = nt * BN + tl.arange(0, BN)
+        go = pid < G // S
+    else:
+        old = tl.atomic_add(cnt + nt, 1, sem="acq_rel", scope="gpu")
+        go = old == S - 1
+    if go:
         tot = tl.zeros([BB, BN], tl.float32)
         tota = tl.zeros([BB, R], tl.float32)
         for j in range(0, S, SC):
@@ -69,7 +83,14 @@ def lora_fixup(x, w, a, bm, y, part, parta, cnt, B, N: tl.constexpr, K: tl.const
         low = tl.dot(xa, bt).to(tl.float16)
         out = tot.to(tl.float16) + low
         tl.store(y + offs_b[:, None] * N + offs_n[None, :], out, mask=rows[:, None])
-        tl.atomic_xchg(cnt + nt, 0)
+        if not BARRIER:
+            tl.atomic_xchg(cnt + nt, 0)
+    if BARRIER:
+        # the last program to leave resets both counters for the next call
+        left = tl.atomic_add(cnt + 1, 1, sem="acq_rel", scope="gpu")
+        if left == tl.num_programs(0) - 1:
+            tl.atomic_xchg(cnt, 0)
+            tl.atomic_xchg(cnt + 1, 0)
 
 
 @triton.jit
@@ -130,7 +151,7 @@ GATED_BEST = {
 }
 
 
-def make_fixup(b, bn, bk, sub, warps, stages, sc):
+def make_fixup(b, bn, bk, sub, warps, stages, sc, barrier=0):
     N = K = 4096
     R = 16
     S = K // bk
@@ -138,11 +159,11 @@ def make_fixup(b, bn, bk, sub, warps, stages, sc):
     dev = "cuda"
     part = torch.empty(nt * S * 16 * bn, device=dev, dtype=torch.float32)
     parta = torch.empty(nt * S * 16 * R, device=dev, dtype=torch.float32)
-    cnt = torch.zeros(nt, device=dev, dtype=torch.int32)
+    cnt = torch.zeros(max(nt, 2), device=dev, dtype=torch.int32)
 
     def run(x, w, a, bm):
         y = torch.empty((b, N), device=dev, dtype=torch.float16)
-        lora_fixup[(nt * S,)](x, w, a, bm, y, part, parta, cnt, b, N, K, R, 16, bn, bk, sub, S, min(sc, S),
+        lora_fixup[(nt * S,)](x, w, a, bm, y, part, parta, cnt, b, N, K, R, 16, bn, bk, sub, S, min(sc, S), BARRIER=barrier,
                               num_warps=warps, num_stages=stages)
         return y
 
@@ -179,6 +200,9 @@ def main():
                     (f"efir {name} s41 best", lambda *xs, m=mod, c=best: m.run(*xs, config=c)),
                     ("eager", bench.FUNCS["lora"])]
         variants += [(f"fixup bn{bn} bk{bk} sub{sub} w{w} s{st}", make_fixup(b, bn, bk, sub, w, st, 4)) for bn, bk, sub, w, st in TILINGS]
+        # the grid barrier only where every program is resident at once
+        variants += [(f"barrier bn{bn} bk{bk} sub{sub} w{w} s{st}", make_fixup(b, bn, bk, sub, w, st, 4, barrier=1)) for bn, bk, sub, w, st in TILINGS
+                     if (4096 // bn) * (4096 // bk) <= 132]
         measure("lora", b, inputs, ref, variants)
     for b in (1, 16):
         inputs = bench.make_inputs("gated_mlp", b, 0)
