@@ -6,10 +6,12 @@ use indexmap::IndexMap;
 
 mod defaults;
 mod model;
+mod sizes;
 mod waves;
 
 pub(crate) use defaults::choose_defaults;
-use model::model;
+use model::{model, Model};
+use sizes::{KernelSizes, Sizes};
 
 /// A static estimate of a program at the default configuration: global
 /// memory traffic (every program's loads and stores, loops included), matmul
@@ -369,89 +371,7 @@ pub(super) fn estimate_of(p: &Plan<'_>, ks: &[EmittedKernel]) -> Estimate {
 /// [`estimate_of`] with each kernel's share.
 fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelEstimate>) {
     let gpu = model();
-    // The representative size of a symbolic extent, by its Python name.
-    let syms = crate::symbols(p.func);
-    let sym_size = |id: &str| -> u64 {
-        syms.iter()
-            .find(|a| py_ident(a) == id)
-            .map_or(1, |a| crate::dim_size(a))
-    };
-    let none = IndexMap::new();
-    // A kernel's block of an axis: its own (`kernel_blocks`) or the plan's.
-    let raw_block = |ov: &IndexMap<String, u64>, a: &str| -> f64 {
-        p.axes
-            .iter()
-            .find(|(n, _)| py_ident(n) == a)
-            .map(|(n, i)| ov.get(n).copied().unwrap_or(i.default) as f64)
-            .unwrap_or(1.0)
-    };
-    let block_in = |ov: &IndexMap<String, u64>, a: &str| -> f64 {
-        p.axes
-            .iter()
-            .find(|(n, _)| py_ident(n) == a)
-            .map(|(n, i)| {
-                let b = ov.get(n).copied().unwrap_or(i.default);
-                // Rows of a block past its dim's extent are masked: not
-                // loaded, stored or multiplied.
-                match i.extent.size() {
-                    Some(e) => b.min(e.max(1)) as f64,
-                    None => b as f64,
-                }
-            })
-            .unwrap_or(1.0)
-    };
-    // The block of a kernel's statistics loops over an axis (`RB_<id>`):
-    // its own, else the kernel's block of the axis.
-    let stat_block = |ov: &IndexMap<String, u64>, stat: &IndexMap<String, u64>, id: &str| -> f64 {
-        match p.axes.iter().find(|(n, _)| py_ident(n) == id) {
-            Some((n, i)) => {
-                let b = stat.get(n).or(ov.get(n)).copied().unwrap_or(i.default);
-                match i.extent.size() {
-                    Some(e) => b.min(e.max(1)) as f64,
-                    None => b as f64,
-                }
-            }
-            None => 1.0,
-        }
-    };
-    let tiles_in = |ov: &IndexMap<String, u64>, a: &str| -> f64 {
-        let Some(i) = p.axes.get(a) else { return 1.0 };
-        let own = ov.get(a).copied().unwrap_or(i.default);
-        let ext = match &i.extent {
-            Extent::N(_) | Extent::Sym(_) => i.extent.size().unwrap_or(1) as f64,
-            Extent::Tiles(b) => {
-                let bi = &p.axes[b];
-                let e = match bi.extent.size() {
-                    Some(n) => n as f64,
-                    None => 1.0,
-                };
-                (e / bi.default as f64).ceil()
-            }
-        };
-        (ext / own as f64).ceil()
-    };
-    let size_in = |ov: &IndexMap<String, u64>, s: &str| -> f64 {
-        if let Ok(n) = s.parse::<f64>() {
-            n
-        } else if let Some(a) = s.strip_prefix("BLOCK_") {
-            block_in(ov, a)
-        } else if let Some(a) = s.strip_prefix("NTP_") {
-            let t = p
-                .axes
-                .keys()
-                .find(|n| py_ident(n) == a)
-                .map(|n| tiles_in(ov, n))
-                .unwrap_or(1.0);
-            (t as u64).next_power_of_two() as f64
-        } else if let Some(a) = s.strip_prefix("NP_") {
-            // A whole symbolic dim: its representative size's power of two.
-            sym_size(a).next_power_of_two() as f64
-        } else if let Some(a) = s.strip_prefix("N_") {
-            sym_size(a) as f64
-        } else {
-            1.0
-        }
-    };
+    let sizes = Sizes::new(p);
     let mut est = Estimate {
         kernels: ks.len(),
         ..Estimate::default()
@@ -459,234 +379,14 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
     let mut times: Vec<f64> = Vec::with_capacity(ks.len());
     let mut detail: Vec<KernelEstimate> = Vec::with_capacity(ks.len());
     for (ki, k) in ks.iter().enumerate() {
-        let (ov, sub) = own_blocks(p, k, p.kernel_blocks.get(ki).unwrap_or(&none));
-        let ov = &ov;
-        let tiles = |a: &str| tiles_in(ov, a);
-        let stat = p.stat_blocks.get(ki).unwrap_or(&none);
-        let size = |s: &str| match (s.strip_prefix("SUB_"), s.strip_prefix("RB_")) {
-            (Some(_), _) => sub.unwrap_or(1.0),
-            (_, Some(a)) => stat_block(ov, stat, a),
-            _ => size_in(ov, s),
-        };
-        let programs: f64 = k.grid.iter().map(|a| tiles(a)).product();
-        let warps = kernel_warps(p, ki);
-        let resident = gpu.sms * (gpu.resident_warps / warps.max(1.0)).max(1.0);
-        let (mut bytes, mut l2_bytes, mut flops, mut dot_s) = (0.0, 0.0, 0.0, 0.0);
-        // Elements of the f32 accumulators of its tensor-core products.
-        let mut acc_elems = 0.0;
-        // Per loop nest a program runs (loops one after another are separate
-        // nests, even over one axis): its trips, the loads of a trip that
-        // stream from DRAM, and whether a `tl.dot` in it (every block at
-        // least 16) lets Triton pipeline its loads.
-        let mut nests: Vec<Nest> = Vec::new();
-        let gemm = k
-            .work
-            .iter()
-            .any(|w| gemm_tile(w, &size, &|a| raw_block(ov, a)));
-        for w in &k.work {
-            // A causally clipped loop runs about half its tiles on average.
-            let trips: f64 = w
-                .loops
-                .iter()
-                .map(|a| {
-                    if let Some(b) = a.strip_suffix("/causal") {
-                        (tiles(b) + 1.0) / 2.0
-                    } else if a.ends_with("/diag") {
-                        // The diagonal tiles of a split causal loop (about
-                        // one; the other loop counts half of all).
-                        1.0
-                    } else if let Some(b) = a.strip_suffix("/stat") {
-                        // A statistics loop on blocks of its own.
-                        let e = match p.axes.get(b).and_then(|i| i.extent.size()) {
-                            Some(n) => n as f64,
-                            _ => 1.0,
-                        };
-                        (e / size(&format!("RB_{}", py_ident(b)))).ceil()
-                    } else if let Some(b) = a.strip_suffix("/sub") {
-                        // Sub-blocks of a program's tile of a collected axis.
-                        (size(&format!("BLOCK_{}", py_ident(b))) / sub.unwrap_or(1.0)).ceil()
-                    } else {
-                        tiles(a)
-                    }
-                })
-                .product();
-            // The trips a program waits for one after another: a statistics
-            // loop's trips overlap (a running sum of small tiles from L2;
-            // layernorm_gemm at B=16 measured 7.2 us at 16 trips of 64 a
-            // row of 1,024 and 8.9 at one; see `defaults::stat_tile_block`),
-            // so it counts one trip per 1,024 of its row, and at least one
-            // per STAT_OVERLAP of its trips (unmeasured beyond 16: a block
-            // of 16 over a row of 4,096 counts 16).
-            let serial_trips: f64 = w
-                .loops
-                .iter()
-                .filter_map(|a| a.strip_suffix("/stat"))
-                .map(|b| {
-                    let e = p.axes.get(b).and_then(|i| i.extent.size()).unwrap_or(1) as f64;
-                    let rb = size(&format!("RB_{}", py_ident(b)));
-                    let trips = (e / rb).ceil().max(1.0);
-                    (e / STAT_ROW_TRIP)
-                        .ceil()
-                        .max(trips / STAT_OVERLAP)
-                        .max(1.0)
-                        / trips
-                })
-                .product::<f64>()
-                * trips;
-            let elems: f64 = w.sizes.iter().map(|s| size(s)).product();
-            // A load's traffic and the part of it DRAM serves.
-            let traffic = elems * w.bytes as f64 * trips * programs * sector_waste(w, &size);
-            let dram = if w.flops {
-                0.0
-            } else if gemm {
-                // (The programs sharing tiles through L2 are those of a wave
-                // at 4 warps, as fitted: the grid's order puts the programs
-                // that share the larger operand's tiles side by side
-                // whatever a program's warps; see `l2_fastest`.)
-                let wave = gpu.sms * (gpu.resident_warps / 4.0).max(1.0);
-                dram_traffic(traffic, w.source, programs, wave.max(resident))
-            } else {
-                traffic
-            };
-            if !w.nest.is_empty() {
-                let i = match nests.iter().position(|n| n.loops == w.nest) {
-                    Some(i) => i,
-                    None => {
-                        nests.push(Nest {
-                            loops: w.nest.clone(),
-                            ..Nest::default()
-                        });
-                        nests.len() - 1
-                    }
-                };
-                let n = &mut nests[i];
-                n.trips = n.trips.max(serial_trips);
-                // (mostly from DRAM: less than half served by L2)
-                if !w.flops
-                    && w.source >= DRAM_TRAFFIC
-                    && elems * w.bytes as f64 * trips * programs >= DRAM_TRAFFIC
-                    && dram * 2.0 >= traffic
-                {
-                    n.dram_loads += 1.0;
-                } else if !w.flops && w.bytes > 0 && w.source > 0.0 {
-                    n.l2_loads += 1.0;
-                }
-                if !w.flops {
-                    n.tile_bytes += elems * w.bytes as f64;
-                }
-                n.dot |= on_tensor_cores(w, &size, &|a| raw_block(ov, a));
-            }
-            if w.flops {
-                let f = 2.0 * elems * trips * programs;
-                flops += f;
-                let padded: Vec<f64> = w
-                    .sizes
-                    .iter()
-                    .map(|s| match s.strip_prefix("BLOCK_") {
-                        Some(a) => raw_block(ov, a),
-                        None => size(s),
-                    })
-                    .collect();
-                let share = dot_rate_share(&padded, w.sizes.iter().map(|s| size(s)));
-                let n = padded.len();
-                if n >= 3 && on_tensor_cores(w, &size, &|a| raw_block(ov, a)) {
-                    acc_elems +=
-                        padded[..n - 3].iter().product::<f64>() * padded[n - 3] * padded[n - 1];
-                }
-                let tile = gemm_tile(w, &size, &|a| raw_block(ov, a));
-                let made = if w.computed && tile {
-                    COMPUTED_OPERAND
-                } else {
-                    1.0
-                };
-                let n = w.sizes.len();
-                let shape = if tile {
-                    tile_shape_factor(size(&w.sizes[n - 3]), size(&w.sizes[n - 1]))
-                } else {
-                    1.0
-                };
-                dot_s += f * made * shape / (gpu.matmul_rate * share);
-            } else {
-                bytes += dram;
-                l2_bytes += traffic - dram;
-            }
-        }
-        est.bytes += bytes;
-        est.flops += flops;
-        // A grid of fewer programs than the GPU has SMs uses that fraction
-        // of its bandwidth and matmul rate (attention decode at B=1 with one
-        // program per head: 32 of 132 SMs, measured 2.7x slower than the
-        // split-K candidate that the whole-GPU estimate ranked below it).
-        let share = (programs / gpu.sms).min(1.0);
-        // A GEMM tile's L2 re-reads overlap its DRAM stream (the larger of
-        // the two counts; elsewhere they add up): Llama's prefill down
-        // projection (512 x 14336 x 4096, 128x128 by 64, 8 warps, 4 stages)
-        // ran 93.8 us on the H100 where their sum estimated 138.0 (the
-        // larger, 106.1), its up projection with the norm in its K loop
-        // 128.8 at 3 stages (sum 134.6, larger 121.0).
-        let causal = causal_kernel(k);
-        let (dram_s, l2_s) = (bytes / gpu.dram_rate, l2_bytes / gpu.l2_rate);
-        let moved = if gemm && !causal {
-            dram_s.max(l2_s)
-        } else {
-            dram_s + l2_s
-        };
-        let stages = kernel_stages(p, ki);
-        // Triton stages the tiles a pipelined (`tl.dot`) loop loads in shared
-        // memory, num_stages of each: beyond the SM's 227 KB the kernel may
-        // not compile (bench/gpu/run.py counts such schedules infeasible).
-        // (Loops one after another reuse it: the largest counts.)
-        let stage_bytes: f64 = nests
-            .iter()
-            .filter(|n| n.dot)
-            .map(|n| n.tile_bytes)
-            .fold(0.0, f64::max);
-        let tail = waves::last_wave_tail(programs, gpu.sms, warps, stage_bytes, stages, acc_elems);
-        let stream = moved.max(dot_s) / share * tail * 1e6;
-        // A program's loop trips follow one another: a kernel takes at least
-        // LOOP_TRIP_US per trip of its loops (ngpt's one-kernel plan with two
-        // loops of 64 trips over rows of 4096 measured 23.2 us on the H200),
-        // and a trip waits DRAM_TRIP_US for each load it streams from DRAM,
-        // divided by the loads in flight (num_stages - 1) where Triton
-        // pipelines the loop (a `tl.dot` in it); programs beyond those an SM
-        // keeps resident run in further waves. (By warps only: where shared
-        // memory binds, registers mostly bind too: prefill attention's
-        // 64x128 tiles at 3 stages measured best, 3 programs an SM by shared
-        // memory; see `waves::last_wave_tail` for the stream's share.)
-        let waves = (programs / resident).ceil().max(1.0);
-        let serial: f64 = nests
-            .iter()
-            .map(|n| {
-                let depth = if n.dot { (stages - 1.0).max(1.0) } else { 1.0 };
-                n.trips
-                    * (gpu.loop_trip_us
-                        + (n.dram_loads * gpu.dram_trip_us + n.l2_loads * gpu.l2_trip_us) / depth)
-            })
-            .sum::<f64>()
-            * waves;
-        // (A GEMM tile at fewer than 8 warps: all of it longer, measured.)
-        // (Not a kernel with a causal loop: the chunk of Llama's prefill
-        // attention ran 25.8 us at 4 warps and 34.6 at 8 on the H100.)
-        let few = if gemm && warps < 8.0 && !causal {
-            FEW_WARPS
-        } else {
-            1.0
-        };
-        times.push(stream.max(serial) * few);
-        detail.push(KernelEstimate {
-            programs,
-            waves,
-            stream_us: stream,
-            serial_us: serial,
-            gemm,
-            ..KernelEstimate::default()
-        });
-        if let Some(d) = detail.last_mut() {
-            d.stage_bytes = stage_bytes;
-            d.fill = programs / (gpu.sms * waves::per_sm(warps, stage_bytes, stages, acc_elems));
-            d.acc_elems = acc_elems;
-        }
-        est.shared_bytes = est.shared_bytes.max(stage_bytes * stages);
+        let t = kernel_time(p, gpu, ki, k, &sizes.kernel(ki, k));
+        est.bytes += t.bytes;
+        est.flops += t.flops;
+        est.shared_bytes = est
+            .shared_bytes
+            .max(t.detail.stage_bytes * kernel_stages(p, ki));
+        times.push(t.time_us);
+        detail.push(t.detail);
     }
     // Blocks far beyond what fits in registers spill (or do not compile):
     // scale a kernel's time by how far its largest block overshoots 32K
@@ -697,98 +397,8 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
     let mut largest: f64 = 0.0;
     let mut time = 0.0;
     for (ki, k) in ks.iter().enumerate() {
-        let mut own: f64 = 0.0;
-        let (ov, sub) = own_blocks(p, k, p.kernel_blocks.get(ki).unwrap_or(&none));
-        let stat = p.stat_blocks.get(ki).unwrap_or(&none);
-        let size = |s: &str| match (s.strip_prefix("SUB_"), s.strip_prefix("RB_")) {
-            (Some(_), _) => sub.unwrap_or(1.0),
-            (_, Some(a)) => stat_block(&ov, stat, a),
-            _ => size_in(&ov, s),
-        };
-        let warps = kernel_warps(p, ki);
-        // Registers a thread holds for its products: sibling products (the
-        // same output block in loops at the same place: a gated MLP's gate
-        // and up projections, emitted as one loop though the work records
-        // two nests, or as two loops one after the other, the first's
-        // result held through the second) hold their accumulators together.
-        // (Keyed by the enclosing loops and the output block's rows and
-        // columns; the tile footprint below by the product's own loops and
-        // sizes.)
-        let mut acc_regs: IndexMap<(Vec<String>, String, String), f64> = IndexMap::new();
-        let mut tile_regs: IndexMap<(Vec<String>, Vec<String>), f64> = IndexMap::new();
-        let mut made_regs: f64 = 1.0;
-        let mut cuda_regs: f64 = 1.0;
-        for w in &k.work {
-            let v: Vec<f64> = w.sizes.iter().map(|s| size(s)).collect();
-            let fp = if w.flops && v.len() >= 3 {
-                let n = v.len();
-                let batch: f64 = v[..n - 3].iter().product();
-                let acc = batch * v[n - 3] * v[n - 1];
-                if on_tensor_cores(w, &size, &|a| raw_block(&ov, a)) {
-                    let outer = w.loops[..w.loops.len().saturating_sub(1)].to_vec();
-                    let (rows, cols) = (w.sizes[n - 3].clone(), w.sizes[n - 1].clone());
-                    *acc_regs.entry((outer, rows, cols)).or_default() +=
-                        acc / (32.0 * warps.max(1.0));
-                }
-                if gemm_tile(w, &size, &|a| raw_block(&ov, a)) {
-                    // A GEMM tile on the tensor cores: its operands are
-                    // staged in shared memory, its f32 accumulator is held
-                    // in registers by every thread: the footprint the
-                    // default schedule bounds is the accumulator. (Under 64
-                    // rows or columns, a matmul streams its weights: larger
-                    // K tiles measured slower, and Triton's shared memory
-                    // beyond `shared_bytes`: gated_mlp B=8 at K 512 by 32
-                    // columns, 245,760 bytes, did not compile.) Its operand
-                    // fragments still take registers on their way to the
-                    // tensor cores: half of each operand tile a thread.
-                    let operands = batch * (v[n - 3] * v[n - 2] + v[n - 2] * v[n - 1]);
-                    let threads = 32.0 * warps.max(1.0);
-                    *tile_regs
-                        .entry((w.loops.clone(), w.sizes.clone()))
-                        .or_default() += (acc + operands / 2.0) / threads;
-                    if w.computed {
-                        // An operand made in the loop is whole in registers,
-                        // in f32 while it is made (see [`made_spill`]).
-                        let made = batch * (v[n - 3] * v[n - 2]).max(v[n - 2] * v[n - 1]);
-                        made_regs = made_regs.max(made_spill(acc / threads, made / threads));
-                    }
-                    acc
-                } else {
-                    if !on_tensor_cores(w, &size, &|a| raw_block(&ov, a)) {
-                        // Multiply-and-sum: the product block is whole in
-                        // registers (f32) beside its loaded operand.
-                        let threads = 32.0 * warps.max(1.0);
-                        let prod = batch * v[n - 3] * v[n - 2] * v[n - 1];
-                        let operand = batch * v[n - 2] * v[n - 1].max(v[n - 3]);
-                        cuda_regs =
-                            cuda_regs.max(cuda_core_spill((prod + operand / 2.0) / threads));
-                    }
-                    batch * (v[n - 3] * v[n - 2] + v[n - 2] * v[n - 1] + v[n - 3] * v[n - 1])
-                }
-            } else {
-                v.iter().product()
-            };
-            own = own.max(fp);
-        }
+        let (scale, own) = register_scale(p, ki, k, &sizes.kernel(ki, k));
         largest = largest.max(own);
-        // An accumulator of more than 128 registers a thread spills (with
-        // the operands' fragments and addresses beside it): a 256x128 tile
-        // at 4 warps, 256 a thread, measured 7x slower than 128x128 on the
-        // H100 (725.7 against 103.1 us, bench/results/2026-12-06-s33-h100-gemm.json).
-        // A GEMM tile's accumulator and half its operands over 192 registers
-        // a thread spill likewise (128x128 by 64 of K at 4 warps is 192; the
-        // first pass of a prefill attention's scores, 64x512 by 128 of K,
-        // 544, measured 7.3 ms against PyTorch's 0.19 for its chunk of the
-        // Llama layer, bench/results/2026-12-06-s33-h100-chunk-times.json).
-        let acc_regs = acc_regs.values().copied().fold(0.0, f64::max);
-        let tile_regs = tile_regs.values().copied().fold(0.0, f64::max);
-        let spill = (acc_regs / 128.0)
-            .powi(2)
-            .max((tile_regs / 192.0).powi(2))
-            .max(made_regs)
-            .max(cuda_regs)
-            .max(1.0);
-        let scale = (own / 32768.0).max(spill);
         time += times[ki] * scale;
         detail[ki].scale = scale;
         detail[ki].time_us = times[ki] * scale;
@@ -817,6 +427,345 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
         .sum();
     est.time_us = time + gpu.launch_us * launches as f64;
     (est, detail)
+}
+
+/// What [`kernel_time`] finds of one kernel.
+struct KernelTime {
+    /// Its time before the register scale ([`register_scale`]).
+    time_us: f64,
+    /// Bytes it moves from DRAM.
+    bytes: f64,
+    /// Its flops.
+    flops: f64,
+    /// Its share of the estimate, but for `scale` and `time_us`.
+    detail: KernelEstimate,
+}
+
+/// One kernel's time at the plan's schedule: its DRAM and L2 stream and
+/// its products against the GPU's rates, over the programs' waves, or its
+/// programs' loop trips one after another, whichever is longer.
+fn kernel_time(
+    p: &Plan<'_>,
+    gpu: &Model,
+    ki: usize,
+    k: &EmittedKernel,
+    kz: &KernelSizes<'_, '_, '_>,
+) -> KernelTime {
+    let tiles = |a: &str| kz.tiles(a);
+    let size = |s: &str| kz.size(s);
+    let sub = kz.sub;
+    let programs: f64 = k.grid.iter().map(|a| tiles(a)).product();
+    let warps = kernel_warps(p, ki);
+    let resident = gpu.sms * (gpu.resident_warps / warps.max(1.0)).max(1.0);
+    let (mut bytes, mut l2_bytes, mut flops, mut dot_s) = (0.0, 0.0, 0.0, 0.0);
+    // Elements of the f32 accumulators of its tensor-core products.
+    let mut acc_elems = 0.0;
+    // Per loop nest a program runs (loops one after another are separate
+    // nests, even over one axis): its trips, the loads of a trip that
+    // stream from DRAM, and whether a `tl.dot` in it (every block at
+    // least 16) lets Triton pipeline its loads.
+    let mut nests: Vec<Nest> = Vec::new();
+    let gemm = k
+        .work
+        .iter()
+        .any(|w| gemm_tile(w, &size, &|a| kz.raw_block(a)));
+    for w in &k.work {
+        // A causally clipped loop runs about half its tiles on average.
+        let trips: f64 = w
+            .loops
+            .iter()
+            .map(|a| {
+                if let Some(b) = a.strip_suffix("/causal") {
+                    (tiles(b) + 1.0) / 2.0
+                } else if a.ends_with("/diag") {
+                    // The diagonal tiles of a split causal loop (about
+                    // one; the other loop counts half of all).
+                    1.0
+                } else if let Some(b) = a.strip_suffix("/stat") {
+                    // A statistics loop on blocks of its own.
+                    let e = match p.axes.get(b).and_then(|i| i.extent.size()) {
+                        Some(n) => n as f64,
+                        _ => 1.0,
+                    };
+                    (e / size(&format!("RB_{}", py_ident(b)))).ceil()
+                } else if let Some(b) = a.strip_suffix("/sub") {
+                    // Sub-blocks of a program's tile of a collected axis.
+                    (size(&format!("BLOCK_{}", py_ident(b))) / sub.unwrap_or(1.0)).ceil()
+                } else {
+                    tiles(a)
+                }
+            })
+            .product();
+        // The trips a program waits for one after another: a statistics
+        // loop's trips overlap (a running sum of small tiles from L2;
+        // layernorm_gemm at B=16 measured 7.2 us at 16 trips of 64 a
+        // row of 1,024 and 8.9 at one; see `defaults::stat_tile_block`),
+        // so it counts one trip per 1,024 of its row, and at least one
+        // per STAT_OVERLAP of its trips (unmeasured beyond 16: a block
+        // of 16 over a row of 4,096 counts 16).
+        let serial_trips: f64 = w
+            .loops
+            .iter()
+            .filter_map(|a| a.strip_suffix("/stat"))
+            .map(|b| {
+                let e = p.axes.get(b).and_then(|i| i.extent.size()).unwrap_or(1) as f64;
+                let rb = size(&format!("RB_{}", py_ident(b)));
+                let trips = (e / rb).ceil().max(1.0);
+                (e / STAT_ROW_TRIP)
+                    .ceil()
+                    .max(trips / STAT_OVERLAP)
+                    .max(1.0)
+                    / trips
+            })
+            .product::<f64>()
+            * trips;
+        let elems: f64 = w.sizes.iter().map(|s| size(s)).product();
+        // A load's traffic and the part of it DRAM serves.
+        let traffic = elems * w.bytes as f64 * trips * programs * sector_waste(w, &size);
+        let dram = if w.flops {
+            0.0
+        } else if gemm {
+            // (The programs sharing tiles through L2 are those of a wave
+            // at 4 warps, as fitted: the grid's order puts the programs
+            // that share the larger operand's tiles side by side
+            // whatever a program's warps; see `l2_fastest`.)
+            let wave = gpu.sms * (gpu.resident_warps / 4.0).max(1.0);
+            dram_traffic(traffic, w.source, programs, wave.max(resident))
+        } else {
+            traffic
+        };
+        if !w.nest.is_empty() {
+            let i = match nests.iter().position(|n| n.loops == w.nest) {
+                Some(i) => i,
+                None => {
+                    nests.push(Nest {
+                        loops: w.nest.clone(),
+                        ..Nest::default()
+                    });
+                    nests.len() - 1
+                }
+            };
+            let n = &mut nests[i];
+            n.trips = n.trips.max(serial_trips);
+            // (mostly from DRAM: less than half served by L2)
+            if !w.flops
+                && w.source >= DRAM_TRAFFIC
+                && elems * w.bytes as f64 * trips * programs >= DRAM_TRAFFIC
+                && dram * 2.0 >= traffic
+            {
+                n.dram_loads += 1.0;
+            } else if !w.flops && w.bytes > 0 && w.source > 0.0 {
+                n.l2_loads += 1.0;
+            }
+            if !w.flops {
+                n.tile_bytes += elems * w.bytes as f64;
+            }
+            n.dot |= on_tensor_cores(w, &size, &|a| kz.raw_block(a));
+        }
+        if w.flops {
+            let f = 2.0 * elems * trips * programs;
+            flops += f;
+            let padded: Vec<f64> = w
+                .sizes
+                .iter()
+                .map(|s| match s.strip_prefix("BLOCK_") {
+                    Some(a) => kz.raw_block(a),
+                    None => size(s),
+                })
+                .collect();
+            let share = dot_rate_share(&padded, w.sizes.iter().map(|s| size(s)));
+            let n = padded.len();
+            if n >= 3 && on_tensor_cores(w, &size, &|a| kz.raw_block(a)) {
+                acc_elems +=
+                    padded[..n - 3].iter().product::<f64>() * padded[n - 3] * padded[n - 1];
+            }
+            let tile = gemm_tile(w, &size, &|a| kz.raw_block(a));
+            let made = if w.computed && tile {
+                COMPUTED_OPERAND
+            } else {
+                1.0
+            };
+            let n = w.sizes.len();
+            let shape = if tile {
+                tile_shape_factor(size(&w.sizes[n - 3]), size(&w.sizes[n - 1]))
+            } else {
+                1.0
+            };
+            dot_s += f * made * shape / (gpu.matmul_rate * share);
+        } else {
+            bytes += dram;
+            l2_bytes += traffic - dram;
+        }
+    }
+    // A grid of fewer programs than the GPU has SMs uses that fraction
+    // of its bandwidth and matmul rate (attention decode at B=1 with one
+    // program per head: 32 of 132 SMs, measured 2.7x slower than the
+    // split-K candidate that the whole-GPU estimate ranked below it).
+    let share = (programs / gpu.sms).min(1.0);
+    // A GEMM tile's L2 re-reads overlap its DRAM stream (the larger of
+    // the two counts; elsewhere they add up): Llama's prefill down
+    // projection (512 x 14336 x 4096, 128x128 by 64, 8 warps, 4 stages)
+    // ran 93.8 us on the H100 where their sum estimated 138.0 (the
+    // larger, 106.1), its up projection with the norm in its K loop
+    // 128.8 at 3 stages (sum 134.6, larger 121.0).
+    let causal = causal_kernel(k);
+    let (dram_s, l2_s) = (bytes / gpu.dram_rate, l2_bytes / gpu.l2_rate);
+    let moved = if gemm && !causal {
+        dram_s.max(l2_s)
+    } else {
+        dram_s + l2_s
+    };
+    let stages = kernel_stages(p, ki);
+    // Triton stages the tiles a pipelined (`tl.dot`) loop loads in shared
+    // memory, num_stages of each: beyond the SM's 227 KB the kernel may
+    // not compile (bench/gpu/run.py counts such schedules infeasible).
+    // (Loops one after another reuse it: the largest counts.)
+    let stage_bytes: f64 = nests
+        .iter()
+        .filter(|n| n.dot)
+        .map(|n| n.tile_bytes)
+        .fold(0.0, f64::max);
+    let tail = waves::last_wave_tail(programs, gpu.sms, warps, stage_bytes, stages, acc_elems);
+    let stream = moved.max(dot_s) / share * tail * 1e6;
+    // A program's loop trips follow one another: a kernel takes at least
+    // LOOP_TRIP_US per trip of its loops (ngpt's one-kernel plan with two
+    // loops of 64 trips over rows of 4096 measured 23.2 us on the H200),
+    // and a trip waits DRAM_TRIP_US for each load it streams from DRAM,
+    // divided by the loads in flight (num_stages - 1) where Triton
+    // pipelines the loop (a `tl.dot` in it); programs beyond those an SM
+    // keeps resident run in further waves. (By warps only: where shared
+    // memory binds, registers mostly bind too: prefill attention's
+    // 64x128 tiles at 3 stages measured best, 3 programs an SM by shared
+    // memory; see `waves::last_wave_tail` for the stream's share.)
+    let waves = (programs / resident).ceil().max(1.0);
+    let serial: f64 = nests
+        .iter()
+        .map(|n| {
+            let depth = if n.dot { (stages - 1.0).max(1.0) } else { 1.0 };
+            n.trips
+                * (gpu.loop_trip_us
+                    + (n.dram_loads * gpu.dram_trip_us + n.l2_loads * gpu.l2_trip_us) / depth)
+        })
+        .sum::<f64>()
+        * waves;
+    // (A GEMM tile at fewer than 8 warps: all of it longer, measured.)
+    // (Not a kernel with a causal loop: the chunk of Llama's prefill
+    // attention ran 25.8 us at 4 warps and 34.6 at 8 on the H100.)
+    let few = if gemm && warps < 8.0 && !causal {
+        FEW_WARPS
+    } else {
+        1.0
+    };
+    let d = KernelEstimate {
+        programs,
+        waves,
+        stream_us: stream,
+        serial_us: serial,
+        gemm,
+        stage_bytes,
+        fill: programs / (gpu.sms * waves::per_sm(warps, stage_bytes, stages, acc_elems)),
+        acc_elems,
+        ..KernelEstimate::default()
+    };
+    KernelTime {
+        time_us: stream.max(serial) * few,
+        bytes,
+        flops,
+        detail: d,
+    }
+}
+
+/// How much a kernel's blocks overshoot its registers: the factor its
+/// time is scaled by, and its largest block's elements.
+fn register_scale(
+    p: &Plan<'_>,
+    ki: usize,
+    k: &EmittedKernel,
+    kz: &KernelSizes<'_, '_, '_>,
+) -> (f64, f64) {
+    let size = |s: &str| kz.size(s);
+    let mut own: f64 = 0.0;
+    let warps = kernel_warps(p, ki);
+    // Registers a thread holds for its products: sibling products (the
+    // same output block in loops at the same place: a gated MLP's gate
+    // and up projections, emitted as one loop though the work records
+    // two nests, or as two loops one after the other, the first's
+    // result held through the second) hold their accumulators together.
+    // (Keyed by the enclosing loops and the output block's rows and
+    // columns; the tile footprint below by the product's own loops and
+    // sizes.)
+    let mut acc_regs: IndexMap<(Vec<String>, String, String), f64> = IndexMap::new();
+    let mut tile_regs: IndexMap<(Vec<String>, Vec<String>), f64> = IndexMap::new();
+    let mut made_regs: f64 = 1.0;
+    let mut cuda_regs: f64 = 1.0;
+    for w in &k.work {
+        let v: Vec<f64> = w.sizes.iter().map(|s| size(s)).collect();
+        let fp = if w.flops && v.len() >= 3 {
+            let n = v.len();
+            let batch: f64 = v[..n - 3].iter().product();
+            let acc = batch * v[n - 3] * v[n - 1];
+            if on_tensor_cores(w, &size, &|a| kz.raw_block(a)) {
+                let outer = w.loops[..w.loops.len().saturating_sub(1)].to_vec();
+                let (rows, cols) = (w.sizes[n - 3].clone(), w.sizes[n - 1].clone());
+                *acc_regs.entry((outer, rows, cols)).or_default() += acc / (32.0 * warps.max(1.0));
+            }
+            if gemm_tile(w, &size, &|a| kz.raw_block(a)) {
+                // A GEMM tile on the tensor cores: its operands are
+                // staged in shared memory, its f32 accumulator is held
+                // in registers by every thread: the footprint the
+                // default schedule bounds is the accumulator. (Under 64
+                // rows or columns, a matmul streams its weights: larger
+                // K tiles measured slower, and Triton's shared memory
+                // beyond `shared_bytes`: gated_mlp B=8 at K 512 by 32
+                // columns, 245,760 bytes, did not compile.) Its operand
+                // fragments still take registers on their way to the
+                // tensor cores: half of each operand tile a thread.
+                let operands = batch * (v[n - 3] * v[n - 2] + v[n - 2] * v[n - 1]);
+                let threads = 32.0 * warps.max(1.0);
+                *tile_regs
+                    .entry((w.loops.clone(), w.sizes.clone()))
+                    .or_default() += (acc + operands / 2.0) / threads;
+                if w.computed {
+                    // An operand made in the loop is whole in registers,
+                    // in f32 while it is made (see [`made_spill`]).
+                    let made = batch * (v[n - 3] * v[n - 2]).max(v[n - 2] * v[n - 1]);
+                    made_regs = made_regs.max(made_spill(acc / threads, made / threads));
+                }
+                acc
+            } else {
+                if !on_tensor_cores(w, &size, &|a| kz.raw_block(a)) {
+                    // Multiply-and-sum: the product block is whole in
+                    // registers (f32) beside its loaded operand.
+                    let threads = 32.0 * warps.max(1.0);
+                    let prod = batch * v[n - 3] * v[n - 2] * v[n - 1];
+                    let operand = batch * v[n - 2] * v[n - 1].max(v[n - 3]);
+                    cuda_regs = cuda_regs.max(cuda_core_spill((prod + operand / 2.0) / threads));
+                }
+                batch * (v[n - 3] * v[n - 2] + v[n - 2] * v[n - 1] + v[n - 3] * v[n - 1])
+            }
+        } else {
+            v.iter().product()
+        };
+        own = own.max(fp);
+    }
+    // An accumulator of more than 128 registers a thread spills (with
+    // the operands' fragments and addresses beside it): a 256x128 tile
+    // at 4 warps, 256 a thread, measured 7x slower than 128x128 on the
+    // H100 (725.7 against 103.1 us, bench/results/2026-12-06-s33-h100-gemm.json).
+    // A GEMM tile's accumulator and half its operands over 192 registers
+    // a thread spill likewise (128x128 by 64 of K at 4 warps is 192; the
+    // first pass of a prefill attention's scores, 64x512 by 128 of K,
+    // 544, measured 7.3 ms against PyTorch's 0.19 for its chunk of the
+    // Llama layer, bench/results/2026-12-06-s33-h100-chunk-times.json).
+    let acc_regs = acc_regs.values().copied().fold(0.0, f64::max);
+    let tile_regs = tile_regs.values().copied().fold(0.0, f64::max);
+    let spill = (acc_regs / 128.0)
+        .powi(2)
+        .max((tile_regs / 192.0).powi(2))
+        .max(made_regs)
+        .max(cuda_regs)
+        .max(1.0);
+    ((own / 32768.0).max(spill), own)
 }
 
 /// The static estimate of a plan (see [`Estimate`]).
