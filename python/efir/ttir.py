@@ -1,7 +1,8 @@
 """Run a TTIR build: the kernels `efir-translate --to-ttir --output-dir DIR`
 writes (one `.ttir` module per kernel, built through MLIR) and its host side
 `<name>.ttir.json` (buffers, the launch order, grids, num_warps/num_stages,
-launch groups).
+launch groups, whether the launches are chained by programmatic dependent
+launch).
 
     python -m efir run-ttir DIR/NAME.ttir.json [--check MODULE.py] [--time]
 
@@ -99,21 +100,61 @@ class TtirProgram:
         return out
 
 
-def load(manifest_path, target=None):
-    """Compile the kernels of a `.ttir.json` manifest with Triton."""
+# The lines of programmatic dependent launch in a TTIR module (its
+# `griddepcontrol` inline assembly, one op a line, results unused).
+_PDL_MARK = "griddepcontrol."
+
+
+def pdl_usable(target=None):
+    """Whether kernels for `target` (else the current GPU) may keep their
+    programmatic dependent launch: CUDA of compute capability 9.0 or later."""
+    if target is not None:
+        return target.backend == "cuda" and int(target.arch) >= 90
+    try:
+        import torch
+
+        return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _compile(path, opts, target, pdl, keep):
+    """Triton's compile of one `.ttir` file. A program built with
+    programmatic dependent launch (`pdl`) launches with Triton's
+    `launch_pdl` (`keep`: every kernel but the program's first); where the
+    GPU has no such launch its `griddepcontrol` lines are dropped first."""
+    import tempfile
+
     import triton
 
+    if pdl and not pdl_usable(target):
+        with open(path) as f:
+            text = "".join(line for line in f if _PDL_MARK not in line)
+        with tempfile.NamedTemporaryFile("w", suffix=".ttir", delete=False) as t:
+            t.write(text)
+        try:
+            return triton.compile(t.name, target=target, options=opts)
+        finally:
+            os.unlink(t.name)
+    if pdl and keep:
+        opts = dict(opts, launch_pdl=True)
+    return triton.compile(path, target=target, options=opts)
+
+
+def load(manifest_path, target=None):
+    """Compile the kernels of a `.ttir.json` manifest with Triton."""
     with open(manifest_path) as f:
         m = json.load(f)
     d = os.path.dirname(os.path.abspath(manifest_path))
+    pdl = bool(m.get("pdl"))
     kernels = []
-    for k in m["kernels"]:
+    for i, k in enumerate(m["kernels"]):
         opts = {"num_warps": k["num_warps"], "num_stages": k["num_stages"]}
-        kernels.append(triton.compile(os.path.join(d, k["file"]), target=target, options=opts))
+        kernels.append(_compile(os.path.join(d, k["file"]), opts, target, pdl, keep=i > 0))
     groups = []
     for g in m.get("groups", []):
         opts = {"num_warps": g["num_warps"], "num_stages": g["num_stages"]}
-        groups.append(triton.compile(os.path.join(d, g["file"]), target=target, options=opts))
+        groups.append(_compile(os.path.join(d, g["file"]), opts, target, pdl, keep=0 not in g["members"]))
     return TtirProgram(m, kernels, groups)
 
 

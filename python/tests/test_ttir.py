@@ -147,6 +147,40 @@ def test_triton_compiles_launch_groups(tmp_path):
     assert c.asm["ttgir"].count("tt.call @k") == 3 and "call." not in c.asm["ptx"]
 
 
+@pytest.mark.skipif(_translate() is None, reason="no efir-translate with the mlir feature (EFIR_TTIR_TRANSLATE)")
+def test_ttir_pdl_chains_launches(tmp_path):
+    # A program of two launches chains them by programmatic dependent launch
+    # as the Python build's default does: every launched function waits for
+    # the launch before it and lets the next start (griddepcontrol in its
+    # PTX for sm_90), and every kernel but the program's first launches with
+    # Triton's launch_pdl; for a GPU without it (sm_80) the lines are dropped.
+    # A program of one launch has none.
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+
+    subprocess.run([_translate(), "--to-ttir", str(ROOT / "lit-tests/TTIR/launch-group.efir"), "--func", "group",
+                    "--output-dir", str(tmp_path)], check=True)
+    py = subprocess.run([_translate(), "--to-triton", str(ROOT / "lit-tests/TTIR/launch-group.efir"), "--func", "group"],
+                        check=True, capture_output=True, text=True).stdout
+    m = json.loads((tmp_path / "group.ttir.json").read_text())
+    assert m["pdl"] is True and '"pdl": 1,' in py
+    prog = ttir.load(str(tmp_path / "group.ttir.json"), target=GPUTarget("cuda", 90, 32))
+    assert [k.metadata.launch_pdl for k in prog.kernels] == [False, True, True]
+    assert [g.metadata.launch_pdl for g in prog.groups] == [False]  # the group holds kernel 0
+    for c in prog.kernels + prog.groups:
+        assert "griddepcontrol.wait" in c.asm["ptx"] and "griddepcontrol.launch_dependents" in c.asm["ptx"], c.name
+    old = ttir.load(str(tmp_path / "group.ttir.json"), target=GPUTarget("cuda", 80, 32))
+    for c in old.kernels + old.groups:
+        assert "griddepcontrol" not in c.asm["ptx"] and not c.metadata.launch_pdl, c.name
+    one = tmp_path / "one"
+    subprocess.run([_translate(), "--to-ttir", str(ROOT / "lit-tests/TTIR/pointwise.efir"), "--output-dir", str(one)], check=True)
+    for man in one.glob("*.ttir.json"):
+        mm = json.loads(man.read_text())
+        if len(mm["kernels"]) == 1:
+            assert mm["pdl"] is False
+            assert "griddepcontrol" not in (one / mm["kernels"][0]["file"]).read_text()
+
+
 # The ops of the Triton (and arith/math/scf) dialects that Triton 3.6's
 # ConvertTritonToTritonGPU converts on tensors (its patterns; the H200 runs
 # Triton 3.6). The CPU's Triton may be newer and accept more: 3.9 converts
@@ -166,6 +200,9 @@ TRITON36_OPS = {
     # A launch group's calls of its members (inlined before the conversion;
     # test_triton_compiles_launch_groups).
     "tt.call",
+    # Programmatic dependent launch's griddepcontrol (as Triton 3.6's own
+    # tl.extra.cuda.gdc_wait writes it; test_ttir_pdl_chains_launches).
+    "tt.elementwise_inline_asm",
 }
 
 

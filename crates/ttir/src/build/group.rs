@@ -49,6 +49,7 @@ pub(super) fn groups(
     kernels: &[TtirKernel],
     buffers: &mut Vec<Buffer>,
     index: &mut HashMap<(ValueId, usize), usize>,
+    pdl: bool,
 ) -> Result<Vec<TtirGroup>, String> {
     let roots: Vec<ValueId> = p.kernels.iter().map(|k| k.root).collect();
     let reads: Vec<Vec<ValueId>> = p
@@ -75,7 +76,7 @@ pub(super) fn groups(
         let mut starts = Vec::new();
         for &i in &g {
             let k = &p.kernels[i];
-            let m = kernel::kernel(ctx, diags, p, k, buffers, index, Some(off))
+            let m = kernel::kernel(ctx, diags, p, k, buffers, index, Some(off), false)
                 .map_err(|e| format!("launch group {name}, kernel {i}: {e}"))?;
             text.push_str(funcs_of(&m.text)?);
             text.push('\n');
@@ -126,10 +127,23 @@ pub(super) fn groups(
             .map(|_| "{tt.divisibility = 16 : i32}")
             .collect();
         let tys: Vec<String> = args.iter().map(|b| ty(*b)).collect();
+        // Under programmatic dependent launch the group function waits and
+        // triggers (its members, private, do not).
+        let gdc: String = if pdl {
+            kernel::PDL_ASM
+                .iter()
+                .enumerate()
+                .map(|(j, asm)| {
+                    format!("%gdc{j} = \"tt.elementwise_inline_asm\"() {{asm_string = \"{asm}\", constraints = \"=r\", packed_element = 1 : i32, pure = false}} : () -> i32\n")
+                })
+                .collect()
+        } else {
+            String::new()
+        };
         let _ = std::fmt::Write::write_fmt(
             &mut text,
             format_args!(
-                "\"tt.func\"() ({{\n^bb0({}):\n%pid = \"tt.get_program_id\"() {{axis = 0 : i32}} : () -> i32\n{body}\n\"tt.return\"() : () -> ()\n}}) {{arg_attrs = [{}], function_type = ({}) -> (), sym_name = \"{name}\", sym_visibility = \"public\"}} : () -> ()\n",
+                "\"tt.func\"() ({{\n^bb0({}):\n{gdc}%pid = \"tt.get_program_id\"() {{axis = 0 : i32}} : () -> i32\n{body}\n\"tt.return\"() : () -> ()\n}}) {{arg_attrs = [{}], function_type = ({}) -> (), sym_name = \"{name}\", sym_visibility = \"public\"}} : () -> ()\n",
                 sig.join(", "),
                 attrs.join(", "),
                 tys.join(", ")

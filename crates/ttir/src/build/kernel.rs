@@ -40,6 +40,7 @@ pub(super) fn kernel(
     buffers: &mut Vec<Buffer>,
     index: &mut HashMap<(ValueId, usize), usize>,
     member: Option<u64>,
+    pdl: bool,
 ) -> Result<TtirKernel, String> {
     let f = p.func;
     let loc = Location::unknown(ctx);
@@ -211,6 +212,8 @@ pub(super) fn kernel(
                 rebased: Vec::new(),
                 heavy_first: heavy.clone(),
                 pid_off: member.unwrap_or(0),
+                // (a group's member runs under the group function's wait)
+                pdl: pdl && member.is_none(),
                 diag_true: None,
                 heavy: None,
             };
@@ -259,6 +262,11 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
     /// launch's last wave is not all long programs.
     pub(super) fn run(&mut self, k: &Kernel, nts: &[u64]) -> R<()> {
         let f = self.p.func;
+        if self.pdl {
+            for asm in PDL_ASM {
+                self.pdl_op(asm)?;
+            }
+        }
         let mut pid = self.val(
             0,
             "tt.get_program_id",
@@ -408,6 +416,34 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             };
         }
         self.op(0, "tt.return", &[], &[], &[])?;
+        Ok(())
+    }
+}
+
+/// Programmatic dependent launch's two instructions, as Triton's
+/// `tl.extra.cuda.gdc_wait` and `gdc_launch_dependents` write them (inline
+/// assembly with a dummy result): wait for the launch before this one to
+/// finish and flush its writes, then let the next launch's programs start.
+pub(super) const PDL_ASM: [&str; 2] = [
+    "griddepcontrol.wait; // dummy $0",
+    "griddepcontrol.launch_dependents; // dummy $0",
+];
+
+impl Em<'_, '_, '_, '_> {
+    /// One of [`PDL_ASM`] at the function's top.
+    fn pdl_op(&self, asm: &str) -> R<()> {
+        self.op(
+            0,
+            "tt.elementwise_inline_asm",
+            &[],
+            &["i32"],
+            &[
+                ("asm_string", format!("\"{asm}\"")),
+                ("constraints", "\"=r\"".into()),
+                ("packed_element", "1 : i32".into()),
+                ("pure", "false".into()),
+            ],
+        )?;
         Ok(())
     }
 }

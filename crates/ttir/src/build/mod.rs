@@ -86,6 +86,12 @@ pub struct TtirProgram {
     pub kernels: Vec<TtirKernel>,
     /// Launch groups: kernels the host launches once (see [`group`]).
     pub groups: Vec<TtirGroup>,
+    /// Programmatic dependent launch: every launched function first waits
+    /// for the launch before it (`griddepcontrol.wait`) and lets the next
+    /// one start (`griddepcontrol.launch_dependents`), and the host launches
+    /// every kernel but the program's first with Triton's `launch_pdl`
+    /// (the Python build's `pdl` at its default; see [`pdl_of`]).
+    pub pdl: bool,
 }
 
 impl TtirProgram {
@@ -124,7 +130,7 @@ impl TtirProgram {
                 })
             })
             .collect();
-        serde_json::json!({"program": self.name, "buffers": bufs, "kernels": ks, "groups": gs})
+        serde_json::json!({"program": self.name, "buffers": bufs, "kernels": ks, "groups": gs, "pdl": self.pdl})
     }
 }
 
@@ -194,11 +200,12 @@ pub fn translate(m: &Module, f: &Func) -> Result<TtirProgram, String> {
     }
     let ctx = context();
     let diags = diagnostics(&ctx);
+    let pdl = pdl_of(&p);
     let mut buffers: Vec<Buffer> = Vec::new();
     let mut index: HashMap<(ValueId, usize), usize> = HashMap::new();
     let mut kernels = Vec::new();
     for k in &p.kernels {
-        let kk = kernel(&ctx, &diags, &p, k, &mut buffers, &mut index, None).map_err(|e| {
+        let kk = kernel(&ctx, &diags, &p, k, &mut buffers, &mut index, None, pdl).map_err(|e| {
             format!(
                 "kernel {} (writing `%{}`): {e}",
                 k.index,
@@ -207,13 +214,30 @@ pub fn translate(m: &Module, f: &Func) -> Result<TtirProgram, String> {
         })?;
         kernels.push(kk);
     }
-    let groups = group::groups(&ctx, &diags, &p, &kernels, &mut buffers, &mut index)?;
+    let groups = group::groups(&ctx, &diags, &p, &kernels, &mut buffers, &mut index, pdl)?;
     Ok(TtirProgram {
         name: f.name.clone(),
         buffers,
         kernels,
         groups,
+        pdl,
     })
+}
+
+/// Whether a program chains its launches by programmatic dependent launch,
+/// as the Python build's `DEFAULT_CONFIG` has it: where it takes two
+/// launches or more (its launch groups, [`efir_triton::launch_groups`]),
+/// the schedule's `pdl`, else on for exactly two. (A schedule that sets
+/// `pdl` on a program of one launch is refused by [`plan`].)
+fn pdl_of(p: &Plan<'_>) -> bool {
+    let roots: Vec<ValueId> = p.kernels.iter().map(|k| k.root).collect();
+    let reads: Vec<Vec<ValueId>> = p
+        .kernels
+        .iter()
+        .map(|k| kernel::kernel_buffers(p, k))
+        .collect();
+    let launches = efir_triton::launch_groups(&roots, &reads).len();
+    launches >= 2 && p.pdl.unwrap_or(launches == 2)
 }
 
 /// Per dim: the axis tiling it, if any.
@@ -370,6 +394,10 @@ struct Em<'c, 'm, 'p, 'a> {
     /// Programs of the launch group's earlier members (0 outside a group):
     /// subtracted from the program id.
     pid_off: u64,
+    /// Programmatic dependent launch: the function first waits for the
+    /// launch before it and lets the next one start (a launched function
+    /// of a program that chains its launches; see [`pdl_of`]).
+    pdl: bool,
     /// The grid axis tiling the queries of a causal loop, once one is
     /// emitted (its later tiles loop longer).
     heavy: Option<String>,
