@@ -76,7 +76,7 @@ pub(super) fn groups(
         let mut starts = Vec::new();
         for &i in &g {
             let k = &p.kernels[i];
-            let m = kernel::kernel(ctx, diags, p, k, buffers, index, Some(off), false)
+            let m = kernel::kernel(ctx, diags, p, k, buffers, index, kernel::Role::Member(off))
                 .map_err(|e| format!("launch group {name}, kernel {i}: {e}"))?;
             text.push_str(funcs_of(&m.text)?);
             text.push('\n');

@@ -32,6 +32,15 @@ pub(super) fn kernel_buffers(p: &Plan<'_>, k: &Kernel) -> Vec<ValueId> {
     reads
 }
 
+/// How a kernel's function is built: launched by the host (chaining its
+/// launches by programmatic dependent launch or not), or as a private member
+/// of a launch group whose programs start after `off` of the group's.
+#[derive(Clone, Copy)]
+pub(super) enum Role {
+    Launched { pdl: bool },
+    Member(u64),
+}
+
 pub(super) fn kernel(
     ctx: &Context,
     diags: &Arc<Mutex<Vec<String>>>,
@@ -39,9 +48,12 @@ pub(super) fn kernel(
     k: &Kernel,
     buffers: &mut Vec<Buffer>,
     index: &mut HashMap<(ValueId, usize), usize>,
-    member: Option<u64>,
-    pdl: bool,
+    role: Role,
 ) -> Result<TtirKernel, String> {
+    let member = match role {
+        Role::Member(off) => Some(off),
+        Role::Launched { .. } => None,
+    };
     let f = p.func;
     let loc = Location::unknown(ctx);
     // One pointer per leaf of each buffer (a tuple buffer is one per field).
@@ -213,7 +225,7 @@ pub(super) fn kernel(
                 heavy_first: heavy.clone(),
                 pid_off: member.unwrap_or(0),
                 // (a group's member runs under the group function's wait)
-                pdl: pdl && member.is_none(),
+                pdl: matches!(role, Role::Launched { pdl: true }),
                 diag_true: None,
                 heavy: None,
             };

@@ -205,7 +205,16 @@ pub fn translate(m: &Module, f: &Func) -> Result<TtirProgram, String> {
     let mut index: HashMap<(ValueId, usize), usize> = HashMap::new();
     let mut kernels = Vec::new();
     for k in &p.kernels {
-        let kk = kernel(&ctx, &diags, &p, k, &mut buffers, &mut index, None, pdl).map_err(|e| {
+        let kk = kernel(
+            &ctx,
+            &diags,
+            &p,
+            k,
+            &mut buffers,
+            &mut index,
+            kernel::Role::Launched { pdl },
+        )
+        .map_err(|e| {
             format!(
                 "kernel {} (writing `%{}`): {e}",
                 k.index,
