@@ -544,10 +544,23 @@ fn stat_tile_block(p: &Plan<'_>, ki: usize, k: &EmittedKernel, a: &str) -> Optio
     if want.saturating_mul(STAT_MAX_TRIPS) < ext {
         return None;
     }
+    // Not one trip over the row where the kernel's own loop over the axis
+    // takes one trip too: Triton 3.6 compiles layernorm_gemm's kernel with
+    // both at 1,024 to 32 registers and about 10 KB of spills a thread
+    // (`bench/gpu/static_profile.py` with Triton 3.6 on the CPU, whatever
+    // the columns or warps; with the statistics block at 512 or 256, 152
+    // registers and none), which ran 317 us on the H100 against 7.2 at 512
+    // (bench/results/2026-12-07-s42-h100-notes.md).
+    let own = p.kernel_blocks[ki].get(a).copied().unwrap_or(info.default);
+    let most = if own >= ext {
+        ext.saturating_sub(1)
+    } else {
+        ext.next_power_of_two()
+    };
     info.domain
         .iter()
         .copied()
-        .filter(|&b| b <= want && b <= ext.next_power_of_two())
+        .filter(|&b| b <= want && b <= most)
         .max()
         .or_else(|| info.domain.iter().copied().min())
 }
