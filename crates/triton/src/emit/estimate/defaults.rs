@@ -332,6 +332,9 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
             break;
         }
     }
+    if let Some(e) = split_k_seed(p, &ks, &best, &fits) {
+        best = e;
+    }
     // And a GEMM tile's kernel at 8 warps (two warpgroups sharing the
     // tile; see [`FEW_WARPS`]), with the kernels launched together with it
     // (a launch group shares warps), where the estimate prefers it. (Not a
@@ -484,6 +487,105 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
         blocks.retain(|a, b| own.get(a).copied().or(p.axes.get(a).map(|i| i.default)) != Some(*b));
     }
     Some(best)
+}
+
+/// The splits of K a split-K product's kernels may start from
+/// ([`split_k_seed`]), and the sub-block they stream each split in.
+const SPLIT_K_SEEDS: [u64; 3] = [256, 512, 1024];
+const SPLIT_K_SUB: u64 = 64;
+/// The estimate a split-K seed must reach against the descent's (a factor).
+const SPLIT_K_GAIN: f64 = 0.95;
+
+/// Split-K products of a few rows (GEMVs at B <= 16) on the tensor cores:
+/// every kernel that streams its split of K in sub-blocks
+/// ([`EmittedKernel::sub_loop`]) at sub-blocks of 64, its product's rows
+/// padded to a block of 16 (masked past the real rows) where the row axis
+/// allows it, each split of K in [`SPLIT_K_SEEDS`] at every pipeline depth:
+/// the best of these where it estimates at least 2% lower than `best`
+/// (returned, the plan left at it; else the plan is unchanged). One block
+/// at a time, the descent cannot reach it: a split of 1,024 with its
+/// sub-blocks at the split's own size, or at 2 stages, estimates slower
+/// than 64 splits on the CUDA cores (rmsnorm_mlp at B=1: 184.4 and 69.8 us
+/// against 53.0; 49.4 at the seed). Measured on the H100 (sessions 40-41,
+/// `bench/gpu/run.py`), the best schedules of rmsnorm_mlp B=1 (62.9 us
+/// against 74.0 at the old default), lora B=1/8/16 and gated_mlp B=1/16
+/// were all of this shape: 4 splits of 1,024 by 64, 16 rows, 128 columns,
+/// 3 stages.
+fn split_k_seed(
+    p: &mut Plan<'_>,
+    ks: &[EmittedKernel],
+    best: &Estimate,
+    fits: &dyn Fn(&Estimate) -> bool,
+) -> Option<Estimate> {
+    let splits: IndexSet<String> = ks.iter().filter_map(|k| k.sub_loop.clone()).collect();
+    if splits.is_empty() {
+        return None;
+    }
+    // The row axes of the products in those kernels: a dim of at most 16
+    // that a block of 16 may cover.
+    let mut rows: IndexSet<String> = IndexSet::new();
+    for k in ks.iter().filter(|k| k.sub_loop.is_some()) {
+        for w in k.work.iter().filter(|w| w.flops && w.sizes.len() >= 3) {
+            let m = &w.sizes[w.sizes.len() - 3];
+            let Some(id) = m.strip_prefix("BLOCK_") else {
+                continue;
+            };
+            if let Some((a, i)) = p.axes.iter().find(|(a, _)| py_ident(a) == id) {
+                if i.domain.contains(&16) && i.extent.size().is_some_and(|e| e <= 16) {
+                    rows.insert(a.clone());
+                }
+            }
+        }
+    }
+    let saved = (p.axes.clone(), p.kernel_blocks.clone(), p.stages);
+    let mut pick: Option<(Estimate, u64, u32)> = None;
+    for &split in &SPLIT_K_SEEDS {
+        p.axes = saved.0.clone();
+        p.kernel_blocks = saved.1.clone();
+        for a in &rows {
+            p.axes[a].default = 16;
+        }
+        let mut ok = true;
+        for a in &splits {
+            ok &= p.axes[a].domain.contains(&split) && split > SPLIT_K_SUB;
+            p.axes[a].default = split;
+        }
+        for (ki, k) in ks.iter().enumerate() {
+            if let Some(a) = &k.sub_loop {
+                p.kernel_blocks[ki].insert(a.clone(), SPLIT_K_SUB);
+            }
+        }
+        if !ok {
+            continue;
+        }
+        for st in DEFAULT_STAGES {
+            p.stages = st;
+            let e = estimate_of(p, ks);
+            let bar = pick
+                .as_ref()
+                .map_or(best.time_us * SPLIT_K_GAIN, |x| x.0.time_us);
+            if fits(&e) && e.time_us < bar {
+                pick = Some((e, split, st));
+            }
+        }
+    }
+    p.axes = saved.0;
+    p.kernel_blocks = saved.1;
+    p.stages = saved.2;
+    let (e, split, st) = pick?;
+    for a in &rows {
+        p.axes[a].default = 16;
+    }
+    for a in &splits {
+        p.axes[a].default = split;
+    }
+    for (ki, k) in ks.iter().enumerate() {
+        if let Some(a) = &k.sub_loop {
+            p.kernel_blocks[ki].insert(a.clone(), SPLIT_K_SUB);
+        }
+    }
+    p.stages = st;
+    Some(e)
 }
 
 /// Elements a thread loads in one trip of a statistics loop
