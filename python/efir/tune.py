@@ -46,6 +46,7 @@ from .tune_space import (  # noqa: F401
     groups,
     neighbours,
     samples,
+    split_k_start,
     structure,
     whole_rows,
 )
@@ -141,7 +142,7 @@ def cache_key(text, env, top):
 
 
 # ----------------------------------------------------------------- the search
-def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.monotonic, progress=None, prepare=None, halve=True):
+def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.monotonic, progress=None, prepare=None, halve=True, starts=None):
     """Successive halving over candidates with a local search per survivor.
 
     cands: [(name, default_config, config_space)] or [(name, default,
@@ -166,7 +167,8 @@ def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.m
     each is compiled) and the others not. Returns {"name", "config",
     "time_us", "measured", "rounds", "trace"} (name None when nothing
     measured was correct). `halve=False` keeps every candidate (a wide
-    sweep, for comparison).
+    sweep, for comparison). `starts` ({name: [schedule]}) adds structured
+    schedules to a candidate's round 0, right after its default.
     """
     rng = random.Random(seed)
     t0 = clock()
@@ -250,7 +252,11 @@ def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.m
         return []
 
     alive = [c[0] for c in cands]
-    round0 = [[(name, cfg) for cfg in samples(default, space, first, rng, inert[name])] for name, default, space, *_ in cands]
+    round0 = []
+    for name, default, space, *_ in cands:
+        cfgs = samples(default, space, first, rng, inert[name])
+        extra = [c for c in (starts or {}).get(name, []) if c and _key(c) not in {_key(x) for x in cfgs}]
+        round0.append([(name, cfg) for cfg in cfgs[:1] + extra + cfgs[1:]][: max(first, 1 + len(extra))])
     batch0 = [b[0] for b in round0] + [x for b in round0 for x in b[1:]]
     run_batch(batch0, must=1)
     rounds = 1
@@ -583,6 +589,8 @@ def tune_modules(cands, inputs, expected, budget_s, timer=None, progress=None, s
             it.close()  # stops the workers still compiling this round
 
     try:
+        starts = {name: [split_k_start(dict(mod.DEFAULT_CONFIG), mod.CONFIG_SPACE, src)] for name, _, mod, src in cands}
+        search_args.setdefault("starts", starts)
         res = search(specs, measure, budget_s=budget_s, seed=seed, progress=progress, prepare=prepare if pool is not None else None, **search_args)
     finally:
         if own:

@@ -101,6 +101,37 @@ def whole_rows(default, space):
     return out
 
 
+# A kernel that streams its split of an axis in sub-blocks takes its
+# sub-block from the configuration thus (efir-translate's run()).
+_SUB = re.compile(r'SUB_\w+=min\(cfg\.get\("(BLOCK_(\w+?)__k\d+)"')
+
+
+def split_k_start(default, space, src):
+    """The schedule a split-K module of a few rows measured best at on the
+    H100 (sessions 40-42: rmsnorm_mlp, lora, gated_mlp at B=1-16), which
+    one-parameter moves and random samples rarely reach (four parameters
+    at once): each split axis in blocks of 1024 streamed by sub-blocks of
+    64, every row block of a dim of at most 16 (domain [1, 16]) at 16 (the
+    tensor cores), 3 stages; the other parameters the default's. None where
+    the module has no such kernel or its space lacks those values."""
+    subs = set(_SUB.findall(src))
+    if not subs:
+        return None
+    c = dict(default)
+    for key, axis in sorted(subs):
+        block = f"BLOCK_{axis}"
+        if 1024 not in space.get(block, ()) or 64 not in space.get(key, ()):
+            return None
+        c[block] = 1024
+        c[key] = 64
+    for k, v in space.items():
+        if k.startswith("BLOCK_") and sorted({int(x) for x in v}) == [1, 16]:
+            c[k] = 16
+    if 3 in space.get("num_stages", ()):
+        c["num_stages"] = 3
+    return None if _key(c) == _key(default) else c
+
+
 def samples(default, space, n, rng, fixed=()):
     """The default schedule, the default at num_warps 2 and 8, the
     whole-row points (see `whole_rows`), then

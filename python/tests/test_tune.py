@@ -651,3 +651,30 @@ def test_worker_probe_times_a_loading_first_run_again():
     assert tune_pool._probe(f) == ("out1", 40.0) and len(calls) == 1
     calls, f = runs([2.0 * tune_pool.PROBE_ONCE_US, 1.0])
     assert tune_pool._probe(f) == ("out1", 2.0 * tune_pool.PROBE_ONCE_US) and len(calls) == 1
+
+
+def test_split_k_start_is_the_measured_best_shape_and_round_0_measures_it():
+    """A split-K module (its kernels stream their split in sub-blocks,
+    `SUB_<axis>=min(cfg.get("BLOCK_<axis>__k<i>", ...))`) starts the search
+    also from 1024-blocks of the split by 64, rows of a dim of at most 16
+    at 16, 3 stages (lora B=1's best schedule on the H100, session 41); a
+    module without one has no such start; round 0 measures the start right
+    after the default."""
+    default = {"BLOCK_k": 64, "BLOCK_g0_0": 1, "BLOCK_g0_1": 128, "BLOCK_n": 32, "num_warps": 4, "num_stages": 2, "BLOCK_k__k0": 64}
+    space = {"BLOCK_k": [16, 64, 256, 1024], "BLOCK_g0_0": [1, 16], "BLOCK_g0_1": [16, 128], "BLOCK_n": [16, 32],
+             "num_warps": [2, 4, 8], "num_stages": [1, 2, 3, 4], "BLOCK_k__k0": [16, 64, 256, 1024]}
+    src = 'x[(1,)](a, SUB_k=min(cfg.get("BLOCK_k__k0", block_k), block_k), b)\n'
+    start = tune.split_k_start(default, space, src)
+    assert start == {**default, "BLOCK_k": 1024, "BLOCK_k__k0": 64, "BLOCK_g0_0": 16, "num_stages": 3}
+    assert tune.split_k_start(default, space, "no split here") is None
+    assert tune.split_k_start(default, {**space, "BLOCK_k": [16, 64]}, src) is None
+
+    seen = []
+
+    def measure(name, cfg):
+        seen.append(dict(cfg))
+        return 10.0 if cfg == start else 20.0
+
+    res = tune.search([("m", default, space)], measure, budget_s=1e9, first=4, starts={"m": [start]}, halve=False)
+    assert seen[0] == default and seen[1] == start
+    assert res["config"] == start and res["time_us"] == 10.0
