@@ -255,7 +255,8 @@ def search(cands, measure, budget_s=60.0, first=8, width=8, seed=0, clock=time.m
     round0 = []
     for name, default, space, *_ in cands:
         cfgs = samples(default, space, first, rng, inert[name])
-        extra = [c for c in (starts or {}).get(name, []) if c and _key(c) not in {_key(x) for x in cfgs}]
+        have = {_key(x) for x in cfgs}
+        extra = [c for c in (starts or {}).get(name, []) if c and _key(c) not in have]
         round0.append([(name, cfg) for cfg in cfgs[:1] + extra + cfgs[1:]][: max(first, 1 + len(extra))])
     batch0 = [b[0] for b in round0] + [x for b in round0 for x in b[1:]]
     run_batch(batch0, must=1)

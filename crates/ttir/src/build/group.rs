@@ -51,14 +51,8 @@ pub(super) fn groups(
     index: &mut HashMap<(ValueId, usize), usize>,
     pdl: bool,
 ) -> Result<Vec<TtirGroup>, String> {
-    let roots: Vec<ValueId> = p.kernels.iter().map(|k| k.root).collect();
-    let reads: Vec<Vec<ValueId>> = p
-        .kernels
-        .iter()
-        .map(|k| kernel::kernel_buffers(p, k))
-        .collect();
     let mut out = Vec::new();
-    for g in efir_triton::launch_groups(&roots, &reads) {
+    for g in launch_groups(p) {
         if g.len() < 2 {
             continue;
         }

@@ -239,14 +239,20 @@ pub fn translate(m: &Module, f: &Func) -> Result<TtirProgram, String> {
 /// the schedule's `pdl`, else on for exactly two. (A schedule that sets
 /// `pdl` on a program of one launch is refused by [`plan`].)
 fn pdl_of(p: &Plan<'_>) -> bool {
+    let launches = launch_groups(p).len();
+    launches >= 2 && p.pdl.unwrap_or(launches == 2)
+}
+
+/// The plan's launch groups ([`efir_triton::launch_groups`] over its
+/// kernels' buffers), whatever their warps and stages.
+fn launch_groups(p: &Plan<'_>) -> Vec<Vec<usize>> {
     let roots: Vec<ValueId> = p.kernels.iter().map(|k| k.root).collect();
     let reads: Vec<Vec<ValueId>> = p
         .kernels
         .iter()
         .map(|k| kernel::kernel_buffers(p, k))
         .collect();
-    let launches = efir_triton::launch_groups(&roots, &reads).len();
-    launches >= 2 && p.pdl.unwrap_or(launches == 2)
+    efir_triton::launch_groups(&roots, &reads)
 }
 
 /// Per dim: the axis tiling it, if any.

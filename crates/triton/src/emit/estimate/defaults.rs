@@ -501,7 +501,8 @@ const SPLIT_K_GAIN: f64 = 0.95;
 /// ([`EmittedKernel::sub_loop`]) at sub-blocks of 64, its product's rows
 /// padded to a block of 16 (masked past the real rows) where the row axis
 /// allows it, each split of K in [`SPLIT_K_SEEDS`] at every pipeline depth:
-/// the best of these where it estimates at least 2% lower than `best`
+/// the best of these where it estimates at least 5% lower than `best`
+/// ([`SPLIT_K_GAIN`])
 /// (returned, the plan left at it; else the plan is unchanged). One block
 /// at a time, the descent cannot reach it: a split of 1,024 with its
 /// sub-blocks at the split's own size, or at 2 stages, estimates slower
@@ -537,17 +538,12 @@ fn split_k_seed(
             }
         }
     }
-    let saved = (p.axes.clone(), p.kernel_blocks.clone(), p.stages);
-    let mut pick: Option<(Estimate, u64, u32)> = None;
-    for &split in &SPLIT_K_SEEDS {
-        p.axes = saved.0.clone();
-        p.kernel_blocks = saved.1.clone();
+    // The seed at `split` (the other blocks as they are).
+    let seed = |p: &mut Plan<'_>, split: u64| {
         for a in &rows {
             p.axes[a].default = 16;
         }
-        let mut ok = true;
         for a in &splits {
-            ok &= p.axes[a].domain.contains(&split) && split > SPLIT_K_SUB;
             p.axes[a].default = split;
         }
         for (ki, k) in ks.iter().enumerate() {
@@ -555,9 +551,16 @@ fn split_k_seed(
                 p.kernel_blocks[ki].insert(a.clone(), SPLIT_K_SUB);
             }
         }
-        if !ok {
+    };
+    let saved = (p.axes.clone(), p.kernel_blocks.clone(), p.stages);
+    let mut pick: Option<(Estimate, u64, u32)> = None;
+    for &split in &SPLIT_K_SEEDS {
+        if split <= SPLIT_K_SUB || splits.iter().any(|a| !p.axes[a].domain.contains(&split)) {
             continue;
         }
+        p.axes = saved.0.clone();
+        p.kernel_blocks = saved.1.clone();
+        seed(p, split);
         for st in DEFAULT_STAGES {
             p.stages = st;
             let e = estimate_of(p, ks);
@@ -573,17 +576,7 @@ fn split_k_seed(
     p.kernel_blocks = saved.1;
     p.stages = saved.2;
     let (e, split, st) = pick?;
-    for a in &rows {
-        p.axes[a].default = 16;
-    }
-    for a in &splits {
-        p.axes[a].default = split;
-    }
-    for (ki, k) in ks.iter().enumerate() {
-        if let Some(a) = &k.sub_loop {
-            p.kernel_blocks[ki].insert(a.clone(), SPLIT_K_SUB);
-        }
-    }
+    seed(p, split);
     p.stages = st;
     Some(e)
 }
