@@ -57,7 +57,7 @@ def case_points(res, gen, tool, params=""):
     funcs = split_funcs(open(src).read())
     by_name = {func_name(f): f for f in funcs}
     others = [f for f in funcs if not (func_name(f) or "").startswith(f"{name}.c")]
-    rows = [e for e in res["efir"] if e.get("quick_us")]
+    rows = [e for e in res.get("efir", []) if e.get("quick_us")]
     parts, keep = list(others), []
     for i, e in enumerate(rows):
         cand = e["candidate"]
@@ -103,7 +103,10 @@ def main():
     cases = {}
     for f in a.results:
         for r in json.load(open(f))["results"]:
-            cases[(r["workload"], r["B"])] = r
+            # (files of one case, say a suite run and a tuner run, add
+            # their points)
+            have = cases.setdefault((r["workload"], r["B"]), dict(r, efir=[]))
+            have["efir"] = have["efir"] + r.get("efir", [])
     allpts, summary = [], []
     print(f"{'case':22} {'points':>6} {'rho(all)':>9} {'rho(best)':>10} {'est/meas min..max':>20}")
     for (w, b), r in cases.items():

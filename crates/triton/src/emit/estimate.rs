@@ -65,6 +65,8 @@ pub struct KernelEstimate {
     pub fill: f64,
     /// Elements of the f32 accumulators of its tensor-core products.
     pub acc_elems: f64,
+    /// The factor for a GEMM tile at fewer than 8 warps (1: none).
+    pub few: f64,
 }
 
 /// The latency of one loop trip of a program (microseconds), a lower bound
@@ -395,38 +397,67 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
     // c89 in session 29, 160 us where scaling the whole program put it at
     // 3.8 ms).
     let mut largest: f64 = 0.0;
-    let mut time = 0.0;
     for (ki, k) in ks.iter().enumerate() {
         let (scale, own) = register_scale(p, ki, k, &sizes.kernel(ki, k));
         largest = largest.max(own);
-        time += times[ki] * scale;
         detail[ki].scale = scale;
         detail[ki].time_us = times[ki] * scale;
     }
     est.largest_block = largest;
     // 2 us per launch: a launch group of independent kernels is one
     // (`host::launch_groups`; at the default schedule its kernels share
-    // warps and stages, so they are launched together).
-    let launches: usize = super::host::launch_groups(p, ks)
-        .iter()
-        .map(|g| {
-            // Launched together only where its kernels share warps and
-            // stages at this schedule (`run()`'s test).
-            let ws = |i: usize| {
-                (
-                    p.kernel_warps[i].unwrap_or(p.warps),
-                    p.kernel_stages[i].unwrap_or(p.stages),
-                )
-            };
-            if g.iter().all(|&i| ws(i) == ws(g[0])) {
-                1
-            } else {
-                g.len()
-            }
-        })
-        .sum();
+    // warps and stages, so they are launched together), and its members'
+    // programs run side by side (`group_time`).
+    let mut time = 0.0;
+    let mut launches = 0usize;
+    for g in super::host::launch_groups(p, ks) {
+        // Launched together only where its kernels share warps and
+        // stages at this schedule (`run()`'s test).
+        let ws = |i: usize| {
+            (
+                p.kernel_warps[i].unwrap_or(p.warps),
+                p.kernel_stages[i].unwrap_or(p.stages),
+            )
+        };
+        if g.len() > 1 && g.iter().all(|&i| ws(i) == ws(g[0])) {
+            let members: Vec<&KernelEstimate> = g.iter().map(|&i| &detail[i]).collect();
+            time += group_time(gpu, &members, kernel_warps(p, g[0]));
+            launches += 1;
+        } else {
+            time += g.iter().map(|&i| detail[i].time_us).sum::<f64>();
+            launches += g.len();
+        }
+    }
     est.time_us = time + gpu.launch_us * launches as f64;
     (est, detail)
+}
+
+/// The time of a launch group's kernels launched together (one grid, each
+/// member's programs after the earlier members'): their streams share the
+/// GPU's rates at the share of the SMs that all their programs together
+/// fill (none faster than its own programs stream alone), and their loop
+/// trips run side by side, the longest member's per wave over the waves
+/// of all their programs. (Summing the members' times put lora's split-K
+/// shape at B=1, a 128-program GEMV beside a 4-program one, at 27.4 us
+/// where it measured 14.7 on the H100.)
+fn group_time(gpu: &Model, members: &[&KernelEstimate], warps: f64) -> f64 {
+    let total: f64 = members.iter().map(|d| d.programs).sum();
+    let share = |n: f64| (n / gpu.sms).min(1.0);
+    let alone = |d: &KernelEstimate| d.stream_us * d.few * d.scale;
+    let stream = (members
+        .iter()
+        .map(|d| alone(d) * share(d.programs))
+        .sum::<f64>()
+        / share(total))
+    .max(members.iter().map(|d| alone(d)).fold(0.0, f64::max));
+    let resident = gpu.sms * (gpu.resident_warps / warps.max(1.0)).max(1.0);
+    let waves = (total / resident).ceil().max(1.0);
+    let serial = members
+        .iter()
+        .map(|d| d.serial_us / d.waves.max(1.0) * d.few * d.scale)
+        .fold(0.0, f64::max)
+        * waves;
+    stream.max(serial)
 }
 
 /// What [`kernel_time`] finds of one kernel.
@@ -665,6 +696,7 @@ fn kernel_time(
         stage_bytes,
         fill: programs / (gpu.sms * waves::per_sm(warps, stage_bytes, stages, acc_elems)),
         acc_elems,
+        few,
         ..KernelEstimate::default()
     };
     KernelTime {
