@@ -815,3 +815,46 @@ pub fn estimate_kernels(p: &Plan<'_>) -> Result<(Estimate, Vec<KernelEstimate>),
         .collect::<Result<Vec<_>, _>>()?;
     Ok(estimate_detail(p, &ks))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(programs: f64, stream_us: f64, serial_us: f64) -> KernelEstimate {
+        KernelEstimate {
+            programs,
+            waves: 1.0,
+            stream_us,
+            serial_us,
+            scale: 1.0,
+            few: 1.0,
+            ..KernelEstimate::default()
+        }
+    }
+
+    #[test]
+    fn launch_group_members_run_side_by_side() {
+        let gpu = Model::default();
+        // lora at B=1 (the H100's split-K shape): a 128-program GEMV beside
+        // a 4-program one; the group takes the longer, not the sum.
+        let big = member(128.0, 8.2, 14.1);
+        let small = member(4.0, 1.1, 9.3);
+        let t = group_time(&gpu, &[&big, &small], 4.0);
+        assert!((t - 14.1).abs() < 1e-9, "{t}");
+        // Two members that each fill the GPU share its bandwidth: their
+        // streams add up.
+        let a = member(264.0, 10.0, 2.0);
+        let b = member(264.0, 6.0, 2.0);
+        let t = group_time(&gpu, &[&a, &b], 4.0);
+        assert!((t - 16.0).abs() < 1e-9, "{t}");
+        // A one-program member streams no faster beside others.
+        let one = member(1.0, 8.0, 1.0);
+        let wide = member(512.0, 0.1, 0.0);
+        assert!(group_time(&gpu, &[&one, &wide], 4.0) >= 8.0);
+        // Trips over the waves of all the members' programs: 4 warps, 4
+        // programs an SM, 528 at once; 600 programs take two waves.
+        let x = member(300.0, 0.0, 1.0);
+        let y = member(300.0, 0.0, 1.5);
+        assert!((group_time(&gpu, &[&x, &y], 4.0) - 3.0).abs() < 1e-9);
+    }
+}
