@@ -490,9 +490,15 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
 }
 
 /// The splits of K a split-K product's kernels may start from
-/// ([`split_k_seed`]), and the sub-block they stream each split in.
-const SPLIT_K_SEEDS: [u64; 3] = [256, 512, 1024];
+/// ([`split_k_seed`]), and the sub-block they stream each split in: only
+/// the shape measured best. (Chosen by the estimate among splits of 256,
+/// 512 and 1,024 at 2-4 stages, rmsnorm_swiglu at B=1 took 512 at 2
+/// stages: 205 us on the H100, 117 at 1,024 and 3 stages, where the
+/// estimate put them 5% apart; bench/results/2026-12-07-s43-h100-notes.md.)
+const SPLIT_K_SEEDS: [u64; 1] = [1024];
 const SPLIT_K_SUB: u64 = 64;
+/// The pipeline depths a split-K seed is tried at.
+const SPLIT_K_STAGES: [u32; 1] = [3];
 /// The estimate a split-K seed must reach against the descent's (a factor).
 const SPLIT_K_GAIN: f64 = 0.95;
 
@@ -500,8 +506,8 @@ const SPLIT_K_GAIN: f64 = 0.95;
 /// every kernel that streams its split of K in sub-blocks
 /// ([`EmittedKernel::sub_loop`]) at sub-blocks of 64, its product's rows
 /// padded to a block of 16 (masked past the real rows) where the row axis
-/// allows it, each split of K in [`SPLIT_K_SEEDS`] at every pipeline depth:
-/// the best of these where it estimates at least 5% lower than `best`
+/// allows it, each split of K in [`SPLIT_K_SEEDS`] at each depth of
+/// [`SPLIT_K_STAGES`]: the best of these where it estimates at least 5% lower than `best`
 /// ([`SPLIT_K_GAIN`])
 /// (returned, the plan left at it; else the plan is unchanged). One block
 /// at a time, the descent cannot reach it: a split of 1,024 with its
@@ -561,7 +567,7 @@ fn split_k_seed(
         p.axes = saved.0.clone();
         p.kernel_blocks = saved.1.clone();
         seed(p, split);
-        for st in DEFAULT_STAGES {
+        for st in SPLIT_K_STAGES {
             p.stages = st;
             let e = estimate_of(p, ks);
             let bar = pick
