@@ -38,6 +38,11 @@ def main():
     ap.add_argument("--peers", action="store_true")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
+    import datetime
+    import torch
+    import triton
+    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+            "date": datetime.date.today().isoformat(), "a": a.a, "b": a.b}
     rows = []
     for c in a.cases.split(","):
         name, b = c.split(":"); b = int(b)
@@ -62,7 +67,7 @@ def main():
             row["peers"] = run.time_peers(name, b, "max-autotune-no-cudagraphs", size["copies"], lambda s: None)
         rows.append(row)
         print(json.dumps(row), flush=True)
-        json.dump({"rows": rows}, open(a.out, "w"), indent=1)
+        json.dump({**meta, "rows": rows}, open(a.out, "w"), indent=1)
 
 
 if __name__ == "__main__":
