@@ -303,6 +303,8 @@ LOOPS = [
     ("examples/tiled/layernorm_gemm_splitk_stats.efir", "layernorm_gemm"),
     ("lit-tests/TTIR/attention.efir", "attn_decode"),
     ("lit-tests/TTIR/attention.efir", "attn_prefill"),
+    ("lit-tests/TTIR/operand-reload.efir", "attn_prefill.c0"),
+    ("lit-tests/TTIR/decode-pv-dot.efir", "attn_decode.c0"),
     ("lit-tests/TTIR/collect.efir", "splitk"),
     ("lit-tests/TTIR/collect.efir", "pair"),
     ("lit-tests/TTIR/views.efir", "rot"),

@@ -60,6 +60,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         // 16-bit operands (as FlashAttention's P.V) where both hold values
         // f16 keeps: in [0, 1], or widened from f16; else f32 (tf32).
         let narrow = (ua || widened_f16(a.v)) && (ub || widened_f16(b.v));
+        let (a, b) = (self.unbroadcast(&a)?, self.unbroadcast(&b)?);
         let r = x.dims.len();
         let (sa, sb) = (a.shape(), b.shape());
         let full = |s: &[u64], j: usize| s[j] == x.dims[j].size && s[j] > 1;
@@ -89,13 +90,9 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         b.depth = depth;
         let a = self.pad(&a, d, 0.0)?;
         let b = self.pad(&b, d, 0.0)?;
-        let (a, b) = if narrow {
-            (self.cast(&a, DType::F16)?, self.cast(&b, DType::F16)?)
-        } else {
-            (a, b)
-        };
-        let am = self.as_matrix(&a, mi, d, depth)?;
-        let bm_ = self.as_matrix(&b, d, ni, depth)?;
+        let dt = if narrow { DType::F16 } else { DType::F32 };
+        let am = self.operand_matrix(&a, mi, d, dt)?;
+        let bm_ = self.operand_matrix(&b, d, ni, dt)?;
         let zero = self.splat_const(depth, 0.0, &[bm, bn], DType::F32)?;
         let y = self.val(
             depth,
@@ -130,6 +127,29 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
             dt: DType::F32,
             depth,
         }))
+    }
+
+    /// The matrix `[rows, cols]` of block `x` (whose dims but `rows` and
+    /// `cols` are single elements) in type `dt`: loaded again as a matrix
+    /// where it is a load (see `reload.rs`), else reshaped and then cast,
+    /// as the Python build's `tl.reshape(p, [m, k]).to(tl.float16)`.
+    fn operand_matrix(
+        &mut self,
+        x: &Blk<'c, 'm>,
+        rows: usize,
+        cols: usize,
+        dt: DType,
+    ) -> R<Value<'c, 'm>> {
+        let m = match self.reload_matrix(x, rows, cols)? {
+            Some(m) => m,
+            None => Blk {
+                v: self.as_matrix(x, rows, cols, x.depth)?,
+                dims: vec![x.dims[rows], x.dims[cols]],
+                dt: x.dt,
+                depth: x.depth,
+            },
+        };
+        Ok(self.cast(&m, dt)?.v)
     }
 
     /// The matrix `[rows, cols]` of block `x`, whose dims but `rows` and

@@ -39,7 +39,7 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     &[("operandSegmentSizes", "array<i32: 1, 0, 0>".into())],
                 )?;
                 self.unmasked
-                    .insert(raw(x), (buf, exts.to_vec(), dt, dims.clone()));
+                    .insert(raw(x), (buf, exts.to_vec(), dt, dims.clone(), depth));
                 x
             }
             Some(m) => {
@@ -121,12 +121,16 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     &[],
                 )?
             } else if let Some(axes) = inserted_units(ea, er, nu_r, &x.shape(), &shape) {
-                // Only unit dims inserted: tt.expand_dims, as the
-                // Python build's `x[:, None]`. A tt.reshape gives its
-                // result a linear layout that Triton (3.6) may spread
+                // Only unit dims inserted, up to rank 2: tt.expand_dims,
+                // as the Python build's `x[:, None]`. A tt.reshape gives
+                // its result a linear layout that Triton (3.6) may spread
                 // over every thread: ngpt's row scale (tensor<1xf32>
                 // reshaped to 1x1) made its 1x512 blocks spill (ptxas:
-                // 11 KB of spill stores, 27x slower on the H200).
+                // 11 KB of spill stores, 27x slower on the H200). Above
+                // rank 2 a tt.reshape, as the Python build's: attention's
+                // scores expanded to [1, 1, q, k, 1] failed an assertion
+                // of Triton 3.6 (LinearLayout::reshapeOuts) once K and V
+                // were loaded as matrices (see `reload.rs`).
                 let mut cur = x.shape();
                 let mut v = x.v;
                 for a in axes {
@@ -521,7 +525,8 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
 /// The axes (ascending) at which a reshape of a block of shape `xs` to one
 /// of shape `rs` inserts unit dims, where the reshape's operand (extents
 /// `ea`) has no unit dims and the result (extents `er`, non-unit dims at
-/// `nu_r`) only adds unit dims; `None` otherwise (a tt.reshape then).
+/// `nu_r`) only adds unit dims, to at most two dims; `None` otherwise (a
+/// tt.reshape then).
 fn inserted_units(
     ea: &[u64],
     er: &[u64],
@@ -531,6 +536,7 @@ fn inserted_units(
 ) -> Option<Vec<usize>> {
     if ea.is_empty()
         || ea.contains(&1)
+        || er.len() > 2
         || er.len() <= ea.len()
         || xs.len() != ea.len()
         || rs.len() != er.len()

@@ -187,36 +187,8 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
         // An unmasked load: loaded again as a matrix (as the Python build's
         // 2-D load of attention's Q, which Triton feeds to the tensor cores
         // from shared memory; reshaped, it reached `wgmma` from registers).
-        let key = super::emit::raw(x.v);
-        if let Some(&v) = self.reloaded.get(&key) {
-            // (reloaded for an earlier product: both loops of a causal
-            // attention read the same Q)
-            return Ok(Blk {
-                v,
-                dims,
-                dt: x.dt,
-                depth: x.depth,
-            });
-        }
-        if let Some((buf, exts, dt, ld)) = self.unmasked.get(&key).cloned() {
-            if ld.len() == r {
-                let ptr =
-                    self.ptrs_kept(buf, &ld, &exts, dt, x.depth, None, Some(&[r - 2, r - 1]))?;
-                let v = self.val(
-                    x.depth,
-                    "tt.load",
-                    &[ptr],
-                    &ty_text(&s, dtype_name(dt)),
-                    &[("operandSegmentSizes", "array<i32: 1, 0, 0>".into())],
-                )?;
-                self.reloaded.insert(key, v);
-                return Ok(Blk {
-                    v,
-                    dims,
-                    dt: x.dt,
-                    depth: x.depth,
-                });
-            }
+        if let Some(m) = self.reload_matrix(x, r - 2, r - 1)? {
+            return Ok(m);
         }
         let v = self.val(
             x.depth,

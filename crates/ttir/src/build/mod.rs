@@ -14,6 +14,7 @@ mod loops;
 mod matmul;
 mod pointwise;
 mod reduce;
+mod reload;
 mod shapes;
 mod units;
 mod views;
@@ -373,13 +374,14 @@ struct Em<'c, 'm, 'p, 'a> {
     /// maximum and its `exp2`; see [`Em::tile_reduce`] and [`Em::inline`]).
     scaled: HashMap<usize, (Blk<'c, 'm>, f64)>,
     /// Unmasked loads (by their value's raw pointer): the buffer leaf, its
-    /// extents, type and the block's dims, so that a matmul operand with
-    /// single-element leading dims is loaded again as a matrix.
+    /// extents, type, the block's dims and its depth, so that a matmul
+    /// operand read from it is loaded again as a matrix (see `reload.rs`).
     #[allow(clippy::type_complexity)]
-    unmasked: HashMap<usize, ((ValueId, usize), Vec<u64>, DType, Vec<Bd<'c, 'm>>)>,
+    unmasked: HashMap<usize, ((ValueId, usize), Vec<u64>, DType, Vec<Bd<'c, 'm>>, usize)>,
     /// Such loads loaded again as matrices (by the first load's raw
-    /// pointer): the matrix, at the first load's depth.
-    reloaded: HashMap<usize, Value<'c, 'm>>,
+    /// pointer and its dims as rows and columns): the matrix, at the first
+    /// load's depth.
+    reloaded: HashMap<(usize, usize, usize), Value<'c, 'm>>,
     /// The kernel's blocks of its statistics loops (a schedule's or the
     /// estimate's `BLOCK_<axis>__r<i>`, as the Python build launches the
     /// kernel with): a `par.reduce` over such an axis that is not a

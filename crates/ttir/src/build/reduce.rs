@@ -438,11 +438,18 @@ impl<'c, 'm> Em<'c, 'm, '_, '_> {
                     for o in &op.operands {
                         xs.push(env.get(o).cloned().ok_or("an operand defined later")?);
                     }
-                    let pre: Vec<(Blk<'c, 'm>, bool)> = xs
+                    let mut pre: Vec<(Blk<'c, 'm>, bool)> = xs
                         .iter()
                         .cloned()
                         .zip(op.operands.iter().map(|o| unit.contains(o)))
                         .collect();
+                    if n == "ew.mul" && dt == DType::F32 {
+                        // A product's operands without their broadcasts
+                        // (see [`Em::unbroadcast`]).
+                        for (x, _) in pre.iter_mut() {
+                            *x = self.unbroadcast(x)?;
+                        }
+                    }
                     if n == "ew.exp" && dt == DType::F32 {
                         if let Some((a, b)) = op.operands.first().and_then(|x| diffs.get(x)) {
                             let (a, b) = (a.clone(), b.clone());
