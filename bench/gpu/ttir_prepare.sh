@@ -23,6 +23,8 @@ T="${CARGO_TARGET_DIR:-$PWD/target-mlir}"
 CARGO_TARGET_DIR="$T" CARGO_PROFILE_DEV_DEBUG=0 cargo build -q -p efir-translate --features mlir
 BIN="$T/debug/efir-translate"
 OPT=target/release/efir-opt
+RANK=target/release/efir-translate
+[ -x "$RANK" ] || RANK="$BIN"
 OUT=${TTIR_OUT:-bench/gpu/ttir}
 rm -rf "$OUT"
 mkdir -p "$OUT/src"
@@ -53,8 +55,10 @@ for src in "$OUT"/src/*_B*.efir; do
     "$OPT" "$src" --saturate --compact=max-candidates=$MAXC,time-limit=20 -o "$cands" 2>/dev/null
   fi
   # The best candidate: the program the Python build's --top 1 writes.
+  # (Ranked by the release build where there is one: the debug MLIR build
+  # takes minutes a case to estimate 400 candidates.)
   top=$(mktemp -d)
-  "$BIN" --to-triton "$cands" --top 1 --output-dir "$top" 2>/dev/null
+  "$RANK" --to-triton "$cands" --top 1 --output-dir "$top" 2>/dev/null
   best=$(sed -n 's/^"""Triton kernels for `\(@[^`]*\)`.*/\1/p' "$top"/*.py | head -1)
   rm -rf "$top"
   if [ -z "$best" ]; then
