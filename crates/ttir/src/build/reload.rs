@@ -29,9 +29,9 @@ fn elem_of(v: Value<'_, '_>) -> Option<String> {
 
 /// The integers of an attribute's text (`array<i32: 0, 1, 3, 2>`, `2 : i32`).
 fn ints(text: &str) -> Vec<usize> {
-    let body =
-        text.split_once(':')
-            .map_or(text, |(a, b)| if a.starts_with("array") { b } else { a });
+    let body = text
+        .split_once(':')
+        .map_or(text, |(a, b)| if a.starts_with("array") { b } else { a });
     body.split(|c: char| !c.is_ascii_digit())
         .filter(|s| !s.is_empty())
         .filter_map(|s| s.parse().ok())
