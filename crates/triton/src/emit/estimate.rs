@@ -242,6 +242,13 @@ const COMPUTED_OPERAND: f64 = 1.35;
 /// 16 us, for its k projection (64x64) 12.
 const FEW_WARPS: f64 = 1.3;
 
+/// How much longer a causal attention loop takes where its query tile gives
+/// each warp fewer than 16 rows: 64 query rows at 8 warps ran 34.6 us
+/// against 25.8 at 4 (Llama's prefill attention chunk, H100, session 33)
+/// and attn_prefill B=1 54.2 against 34.0 (H100, session 44); the estimate
+/// had ranked the 8-warp schedule 0.7% faster.
+const CAUSAL_THIN_ROWS: f64 = 1.45;
+
 /// How much longer a GEMM tile of `m` rows by `n` columns takes its
 /// products than a 128x128 one: each K step loads `m + n` rows of operands
 /// for `2mn` flops, and a smaller tile does fewer flops a byte it stages.
@@ -465,6 +472,8 @@ fn kernel_time(
     let (mut bytes, mut l2_bytes, mut flops, mut dot_s) = (0.0, 0.0, 0.0, 0.0);
     // Elements of the f32 accumulators of its tensor-core products.
     let mut acc_elems = 0.0;
+    // The fewest rows of a tensor-core product's tile.
+    let mut dot_rows = f64::INFINITY;
     // Per loop nest a program runs (loops one after another are separate
     // nests, even over one axis): its trips, the loads of a trip that
     // stream from DRAM, and whether a `tl.dot` in it (every block at
@@ -583,6 +592,7 @@ fn kernel_time(
             if n >= 3 && on_tensor_cores(w, &size, &|a| kz.raw_block(a)) {
                 acc_elems +=
                     padded[..n - 3].iter().product::<f64>() * padded[n - 3] * padded[n - 1];
+                dot_rows = dot_rows.min(padded[n - 3]);
             }
             let tile = gemm_tile(w, &size, &|a| kz.raw_block(a));
             let made = if w.computed && tile {
@@ -656,8 +666,13 @@ fn kernel_time(
     // (A GEMM tile at fewer than 8 warps: all of it longer, measured.)
     // (Not a kernel with a causal loop: the chunk of Llama's prefill
     // attention ran 25.8 us at 4 warps and 34.6 at 8 on the H100.)
+    // (A causal loop whose tensor-core products give each warp fewer
+    // than 16 rows: Hopper's wgmma takes 64 rows a warpgroup, so 8 warps
+    // on 64 query rows split the tile's columns instead.)
     let few = if gemm && warps < 8.0 && !causal {
         FEW_WARPS
+    } else if causal && dot_rows < 16.0 * warps {
+        CAUSAL_THIN_ROWS
     } else {
         1.0
     };
