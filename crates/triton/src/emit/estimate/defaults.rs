@@ -336,7 +336,7 @@ pub(crate) fn choose_defaults(p: &mut Plan<'_>) -> Option<Estimate> {
         best = e;
     }
     // And a GEMM tile's kernel at 8 warps (two warpgroups sharing the
-    // tile; see [`FEW_WARPS`]), with the kernels launched together with it
+    // tile; see `tiles::FEW_WARPS`), with the kernels launched together with it
     // (a launch group shares warps), where the estimate prefers it. (Not a
     // kernel with a causal loop: the chunk of Llama's prefill attention,
     // 64 queries by 64 keys a trip, ran 25.8 us at 4 warps and 34.6-36.9
