@@ -23,7 +23,8 @@ no program waits on another's X @ A. The splits of a tile are summed:
 - mode "two": the partials, then a second combine launch (the emitted
   structure, hand-written).
 
-Usage (GPU, repo root, after bench/gpu/prepare.sh): python3 bench/gpu/s45/lora_probe.py
+Usage (GPU, repo root, after bench/gpu/prepare.sh):
+    python3 bench/gpu/s45/lora_probe.py [OUT.json] [MODES,...] [B,...]
 """
 
 import importlib.util
@@ -115,6 +116,16 @@ def lora_barrier(x, w, a, bm, part, cnt, out, M, K: tl.constexpr, N: tl.constexp
 
 
 @triton.jit
+def read_sum(w, out, NEL: tl.constexpr, BLOCK: tl.constexpr):
+    """Reads NEL fp16 elements once (a read-only stream: what any lora
+    kernel must at least do with W), one partial sum a program."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    v = tl.load(w + offs)
+    tl.store(out + pid, tl.sum(v.to(tl.float32), axis=0))
+
+
+@triton.jit
 def lora_combine(part, out, M, N: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, NS: tl.constexpr, PDL: tl.constexpr = 0, PID_OFF=0):
     if PDL:
         tl.extra.cuda.gdc_wait()
@@ -149,18 +160,15 @@ class Variant:
         return out
 
 
-def efir_module(b):
-    """efir's best-estimated module for lora at B (bench/gpu/gen), or None."""
-    d = pathlib.Path(f"bench/gpu/gen/lora_B{b}")
-    best = None
-    for p in sorted(d.glob("*.py")):
+def efir_modules(b):
+    """efir's emitted modules for lora at B (bench/gpu/gen): {stem: module}."""
+    out = {}
+    for p in sorted(pathlib.Path(f"bench/gpu/gen/lora_B{b}").glob("*.py")):
         spec = importlib.util.spec_from_file_location(f"m_{b}_{p.stem}", p)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
-        t = mod.ESTIMATE["time_us"]
-        if best is None or t < best[0]:
-            best = (t, p.stem, mod)
-    return best
+        out[p.stem] = mod
+    return out
 
 
 def main():
@@ -169,21 +177,28 @@ def main():
     print(json.dumps({"gpu": torch.cuda.get_device_name(), "triton": triton.__version__}), flush=True)
     copies = run.case_size("lora", 1)["copies"]
     results = []
-    for b in (1, 8, 16):
+    for b in BS:
         ins = run.make_inputs("lora", b, 7)
         ref = run.reference("lora", ins)
         floor = run.case_size("lora", b)["bytes"] / 3.0e12 * 1e6
         row = {"B": b, "copies": copies}
-        best = efir_module(b)
-        if best is not None:
-            _, stem, mod = best
+        for stem, mod in efir_modules(b).items():
             fn = mod.run
             err = run.rel_l2(fn(*ins), ref)
-            row["efir"] = {"module": stem, "rel_l2": err, "us": run.timed(fn, "lora", b, copies)}
+            row[stem] = {"rel_l2": err, "us": run.timed(fn, "lora", b, copies)}
         for peer, fn in (("eager", run.lora),):
             row[peer] = run.timed(fn, "lora", b, copies)
         print(json.dumps(row), flush=True)
-        for mode in ("atomic", "scratch", "barrier", "two_pdl", "two"):
+        if b == 1:
+            # What the weight's read alone takes: cuBLAS's x @ w, and a
+            # read-only Triton stream over W (blocks of 4096..32768).
+            row2 = {"B": b, "cublas_xw": run.timed(lambda x, w, a, bm: x @ w, "lora", b, copies)}
+            part = torch.empty((K * N // 1024,), dtype=torch.float32, device=dev)
+            for blk in (4096, 8192, 16384, 32768):
+                for warps in (4, 8):
+                    row2[f"read_w_{blk}_{warps}"] = run.timed(lambda x, w, a, bm: read_sum[(K * N // blk,)](w, part, NEL=K * N, BLOCK=blk, num_warps=warps), "lora", b, copies)
+            print(json.dumps(row2), flush=True)
+        for mode in MODES:
             best_v = None
             for bn, bk, ns, warps, stages in itertools.product((64, 128), (64, 128, 256), (8, 16, 32), (4,), (3, 4)):
                 if K // ns < bk:
