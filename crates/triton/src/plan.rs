@@ -20,6 +20,18 @@ fn stateless(t: &Type) -> bool {
     t.leaves().iter().all(|l| l.state.is_empty())
 }
 
+/// The most elements a thread may hold of a block loaded whole (outside
+/// the loops, masked rows included) in the variant of [`plan`] that
+/// computes row statistics in their readers. Beyond a thread's registers
+/// the block spills: the Llama decode layer's gate/up kernel reading its
+/// norm's statistics from a [16, 4096] block of one real row (16 rows for
+/// `tl.dot`), 512 a thread at 4 warps, compiled for sm_90 to 34,342 bytes
+/// of spills a thread, and the layer ran 20.9 ms on an H100 against an
+/// estimate of 128 us (bench/results/2026-12-07-s45-h100-notes.md). (Not
+/// a term of the estimate: other blocks that large, a split-K combine's
+/// partial sums, compile without spills.)
+const WHOLE_ROW_REGS: f64 = 256.0;
+
 /// Cut `f` into kernels.
 pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
     let _syms = crate::SymScope::enter(f);
@@ -42,7 +54,7 @@ pub fn plan<'a>(module: &'a Module, f: &'a Func) -> Result<Plan<'a>, String> {
         if v.kernels.len() < base.kernels.len() {
             let ev = choose_defaults(&mut v).map_or_else(|| estimate(&v), Ok);
             if let (Ok(eb), Ok(ev)) = (eb, ev) {
-                if ev.time_us < eb.time_us {
+                if ev.time_us < eb.time_us && ev.whole_block_regs <= WHOLE_ROW_REGS {
                     return Ok(v);
                 }
             }

@@ -42,6 +42,10 @@ pub struct Estimate {
     /// loads a trip (an upper bound; the default schedule keeps it within
     /// the SM's 227 KB).
     pub shared_bytes: f64,
+    /// Elements a thread holds of the largest block a kernel loads outside
+    /// its loops, counted with the block's masked rows (Triton allocates
+    /// them): a row loaded whole to compute its statistics.
+    pub whole_block_regs: f64,
 }
 
 /// One kernel's share of a plan's [`Estimate`] (for `--print-plan`).
@@ -368,13 +372,16 @@ fn estimate_detail(p: &Plan<'_>, ks: &[EmittedKernel]) -> (Estimate, Vec<KernelE
     // c89 in session 29, 160 us where scaling the whole program put it at
     // 3.8 ms).
     let mut largest: f64 = 0.0;
+    let mut whole_regs: f64 = 0.0;
     for (ki, k) in ks.iter().enumerate() {
-        let (scale, own) = register_scale(p, ki, k, &sizes.kernel(ki, k));
+        let (scale, own, whole) = register_scale(p, ki, k, &sizes.kernel(ki, k));
         largest = largest.max(own);
+        whole_regs = whole_regs.max(whole);
         detail[ki].scale = scale;
         detail[ki].time_us = times[ki] * scale;
     }
     est.largest_block = largest;
+    est.whole_block_regs = whole_regs;
     // 2 us per launch: a launch group of independent kernels is one
     // (`host::launch_groups`; at the default schedule its kernels share
     // warps and stages, so they are launched together), and its members'
@@ -653,7 +660,7 @@ fn register_scale(
     ki: usize,
     k: &EmittedKernel,
     kz: &KernelSizes<'_, '_, '_>,
-) -> (f64, f64) {
+) -> (f64, f64, f64) {
     let size = |s: &str| kz.size(s);
     let mut own: f64 = 0.0;
     let warps = kernel_warps(p, ki);
@@ -669,6 +676,7 @@ fn register_scale(
     let mut tile_regs: IndexMap<(Vec<String>, Vec<String>), f64> = IndexMap::new();
     let mut made_regs: f64 = 1.0;
     let mut cuda_regs: f64 = 1.0;
+    let mut whole: f64 = 0.0;
     for w in &k.work {
         let v: Vec<f64> = w.sizes.iter().map(|s| size(s)).collect();
         let fp = if w.flops && v.len() >= 3 {
@@ -715,6 +723,18 @@ fn register_scale(
                 batch * (v[n - 3] * v[n - 2] + v[n - 2] * v[n - 1] + v[n - 3] * v[n - 1])
             }
         } else {
+            if w.loops.is_empty() && w.source > 0.0 {
+                // A load outside the loops, as Triton allocates it.
+                let padded: f64 = w
+                    .sizes
+                    .iter()
+                    .map(|s| match s.strip_prefix("BLOCK_") {
+                        Some(a) => kz.raw_block(a),
+                        None => size(s),
+                    })
+                    .product();
+                whole = whole.max(padded / (32.0 * warps.max(1.0)));
+            }
             v.iter().product()
         };
         own = own.max(fp);
@@ -736,7 +756,7 @@ fn register_scale(
         .max(made_regs)
         .max(cuda_regs)
         .max(1.0);
-    ((own / 32768.0).max(spill), own)
+    ((own / 32768.0).max(spill), own, whole)
 }
 
 /// The static estimate of a plan (see [`Estimate`]).
