@@ -548,14 +548,7 @@ fn kernel_time(
         if w.flops {
             let f = 2.0 * elems * trips * programs;
             flops += f;
-            let padded: Vec<f64> = w
-                .sizes
-                .iter()
-                .map(|s| match s.strip_prefix("BLOCK_") {
-                    Some(a) => kz.raw_block(a),
-                    None => size(s),
-                })
-                .collect();
+            let padded: Vec<f64> = w.sizes.iter().map(|s| kz.padded(s)).collect();
             let share = dot_rate_share(&padded, w.sizes.iter().map(|s| size(s)));
             let n = padded.len();
             if n >= 3 && on_tensor_cores(w, &size, &|a| kz.raw_block(a)) {
@@ -725,14 +718,7 @@ fn register_scale(
         } else {
             if w.loops.is_empty() && w.source > 0.0 {
                 // A load outside the loops, as Triton allocates it.
-                let padded: f64 = w
-                    .sizes
-                    .iter()
-                    .map(|s| match s.strip_prefix("BLOCK_") {
-                        Some(a) => kz.raw_block(a),
-                        None => size(s),
-                    })
-                    .product();
+                let padded: f64 = w.sizes.iter().map(|s| kz.padded(s)).product();
                 whole = whole.max(padded / (32.0 * warps.max(1.0)));
             }
             v.iter().product()

@@ -160,6 +160,16 @@ impl KernelSizes<'_, '_, '_> {
         self.sizes.raw_block(&self.ov, a)
     }
 
+    /// A size a work item names as Triton allocates it: a block unclipped
+    /// (its rows past the dim's extent are masked, not absent), else
+    /// [`Self::size`].
+    pub fn padded(&self, s: &str) -> f64 {
+        match s.strip_prefix("BLOCK_") {
+            Some(a) => self.raw_block(a),
+            None => self.size(s),
+        }
+    }
+
     /// The kernel's tiles of an axis by its name.
     pub fn tiles(&self, a: &str) -> f64 {
         self.sizes.tiles_in(&self.ov, a)
